@@ -1,0 +1,38 @@
+# specdec-lab: every command a learner, an instructor or CI needs.
+# Only requirement: Python >= 3.10 (as `python3`, or PYTHON=...) and make.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+export PYTHONHASHSEED := 0
+
+.PHONY: help lab test lint demo bench clean
+
+help:  ## list the commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e ".[course,test]"
+	$(BIN)/python -m ipykernel install --user --name specdec-lab --display-name "Python (specdec-lab)" >/dev/null
+	@touch $(STAMP)
+
+lab: $(STAMP)  ## create .venv if needed, then open the course in JupyterLab
+	$(BIN)/jupyter lab notebooks/
+
+test: $(STAMP) lint  ## the whole suite: lint, pytest and every notebook under nbval
+	$(BIN)/python -m pytest -n 2 --dist loadscope --nbval-lax --nbval-current-env tests notebooks
+
+lint: $(STAMP)  ## ruff (code and notebooks) and stripped notebooks
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/nbstripout --verify notebooks/*.ipynb
+
+demo: $(STAMP)  ## speculative decoding in the terminal, with accepted and corrected tokens colored
+	$(BIN)/python -m specdec_lab demo
+
+bench: $(STAMP)  ## side-by-side speed benchmark; writes data/results/
+	$(BIN)/python -m specdec_lab bench
+
+clean:  ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .ruff_cache

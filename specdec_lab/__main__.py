@@ -1,0 +1,27 @@
+"""`python -m specdec_lab <command>`: demo, bench and train."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m specdec_lab", description=__doc__)
+    parser.add_argument("command", choices=["demo", "bench", "train"])
+    if not argv or argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0 if argv else 2
+    command, rest = parser.parse_args(argv[:1]).command, argv[1:]
+    if command == "demo":
+        from specdec_lab.demo import main as run
+    elif command == "bench":
+        from specdec_lab.bench import main as run
+    else:
+        from specdec_lab.train import main as run
+    return run(rest)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""Deliberately broken speculative samplers: the equivalence checks must reject every one.
+
+A statistical test that never fails proves nothing, so the course "tests the test" with the
+mistakes real implementations made. Each verifier has the signature of
+`specdec_lab.verify.rejection_sample`; `RawQDrafter` is a drafter-level bug.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specdec_lab.decoding import ModelDrafter
+from specdec_lab.lm import open_session
+from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
+
+
+def always_accept(draft_tokens, q_probs, p_probs, generator=None) -> tuple[int, torch.Tensor]:
+    """Bug: keep every draft. The output then follows q, not p."""
+    gamma = draft_tokens.shape[0]
+    return gamma, sample(p_probs[gamma], generator)
+
+
+def _first_rejection(draft_tokens, q_probs, p_probs, generator) -> int:
+    gamma = draft_tokens.shape[0]
+    idx = torch.arange(gamma)
+    u = torch.rand(gamma, generator=generator)  # (γ,)
+    accept = u * q_probs[idx, draft_tokens] < p_probs[idx, draft_tokens]  # (γ,)
+    return gamma if bool(accept.all()) else int((~accept).nonzero()[0])
+
+
+def correction_from_q(draft_tokens, q_probs, p_probs, generator=None) -> tuple[int, torch.Tensor]:
+    """Bug: after a rejection, resample from the draft q instead of norm(max(0, p − q))."""
+    n = _first_rejection(draft_tokens, q_probs, p_probs, generator)
+    if n == draft_tokens.shape[0]:
+        return n, sample(p_probs[n], generator)
+    return n, sample(q_probs[n], generator)
+
+
+def unnormalized_residual(
+    draft_tokens, q_probs, p_probs, generator=None
+) -> tuple[int, torch.Tensor]:
+    """Bug: inverse-CDF sampling from max(0, p − q) without dividing by its mass.
+
+    The cumulative sum tops out below 1, so the leftover mass piles onto the last token.
+    (torch.multinomial normalises its weights, which hides this bug in many codebases.)
+    """
+    n = _first_rejection(draft_tokens, q_probs, p_probs, generator)
+    if n == draft_tokens.shape[0]:
+        return n, sample(p_probs[n], generator)
+    residual = (p_probs[n] - q_probs[n]).clamp_min(0)  # (V,), not normalised
+    u = torch.rand(1, generator=generator)
+    index = torch.searchsorted(residual.cumsum(0), u).clamp_max(residual.shape[0] - 1)
+    return n, index[0]
+
+
+class RawQDrafter(ModelDrafter):
+    """Bug (HF transformers #47932): sample from the processed q, but report the raw softmax.
+
+    With top-k or top-p the raw q is flatter than the q the token came from, so p/q is inflated,
+    too many drafts are accepted, and the output drifts towards the draft.
+    """
+
+    def __init__(self, model) -> None:
+        super().__init__(open_session(model))
+
+    def propose(self, ids, gamma, cfg: SamplingConfig, generator=None):
+        if gamma == 0:
+            return super().propose(ids, gamma, cfg, generator)
+        tokens, q_raw = [], []
+        for _ in range(gamma):
+            logits = self.session.logits(ids)[-1]  # (V,)
+            x = sample(logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p), generator)
+            tokens.append(x)
+            q_raw.append(logits_to_probs(logits, cfg.temperature))  # the bug: no top-k/top-p
+            ids = torch.cat([ids, x[None]])
+        return torch.stack(tokens), torch.stack(q_raw)  # (γ,), (γ, V)
+
+
+VERIFIERS = {
+    "always accept": always_accept,
+    "correction from q": correction_from_q,
+    "unnormalised residual": unnormalized_residual,
+}

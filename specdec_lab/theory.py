@@ -1,0 +1,59 @@
+"""The closed-form theory of speculative decoding (Leviathan et al. 2023, arXiv:2211.17192, §3).
+
+α is the acceptance rate, the expected Σ_x min(p(x), q(x)); γ is the number of drafted tokens;
+c is the cost of one draft forward divided by the cost of one target forward.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _check(alpha: float, gamma: int | None = None, c: float | None = None) -> None:
+    if not (isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0):
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    if gamma is not None and (not isinstance(gamma, int) or gamma < 0):
+        raise ValueError(f"gamma must be a non-negative integer, got {gamma!r}")
+    if c is not None and not (isinstance(c, (int, float)) and c >= 0 and math.isfinite(c)):
+        raise ValueError(f"c must be a finite number >= 0, got {c!r}")
+
+
+def expected_tokens(alpha: float, gamma: int) -> float:
+    """E[tokens per target call] = (1 − α^(γ+1)) / (1 − α)  (Leviathan eq. 1); γ+1 when α = 1."""
+    _check(alpha, gamma)
+    if alpha == 1.0:
+        return float(gamma + 1)
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def speedup(alpha: float, gamma: int, c: float) -> float:
+    """Expected walltime improvement (1 − α^(γ+1)) / ((1 − α)(γc + 1))  (Leviathan Thm 3.8).
+
+    Assumes the target's forward over γ+1 tokens costs the same as over one token, which holds
+    while verification is memory-bound (notebook 05 measures where that stops being true).
+    """
+    _check(alpha, gamma, c)
+    return expected_tokens(alpha, gamma) / (gamma * c + 1)
+
+
+def optimal_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
+    """The γ in [1, max_gamma] with the highest expected speedup (found numerically)."""
+    _check(alpha, None, c)
+    return max(range(1, max_gamma + 1), key=lambda g: speedup(alpha, g, c))
+
+
+def breaks_even(alpha: float, c: float) -> bool:
+    """Speculation can beat plain decoding (for some γ) exactly when α > c (Leviathan Cor. 3.9)."""
+    _check(alpha, None, c)
+    return alpha > c
+
+
+def alpha_from_tokens_per_call(tokens_per_call: float, gamma: int, tol: float = 1e-10) -> float:
+    """Invert `expected_tokens`: the α that gives `tokens_per_call` tokens per target call."""
+    if not 1.0 <= tokens_per_call <= gamma + 1:
+        raise ValueError(f"tokens_per_call must lie in [1, {gamma + 1}], got {tokens_per_call}")
+    lo, hi = 0.0, 1.0
+    while hi - lo > tol:  # expected_tokens is increasing in α
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens(mid, gamma) < tokens_per_call else (lo, mid)
+    return (lo + hi) / 2

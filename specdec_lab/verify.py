@@ -1,0 +1,135 @@
+"""Verification: the acceptance rule of speculative sampling, as pure functions of probabilities.
+
+Notation of Leviathan, Kalman & Matias 2023, "Fast Inference from Transformers via Speculative
+Decoding", arXiv:2211.17192, Algorithm 1: **p is the target** distribution, **q is the draft**.
+
+A draft token x ~ q is accepted with probability min(1, p(x)/q(x)). On the first rejection the
+replacement is drawn from the residual norm(max(0, p - q)). If all γ drafts are accepted, a bonus
+token is drawn from the target's next distribution p[γ]. The output is then distributed exactly
+as p; `one_step_law` computes that law in closed form so the tests can check it without sampling.
+
+Nothing here touches a model: these functions can be tested without any weights.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specdec_lab.sampling import sample
+
+
+def _check_probs(name: str, probs: torch.Tensor, rows: int | None = None) -> None:
+    if not isinstance(probs, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(probs).__name__}")
+    if probs.dim() != 2:
+        raise ValueError(f"{name} must have shape (rows, V), got {tuple(probs.shape)}")
+    if rows is not None and probs.shape[0] != rows:
+        raise ValueError(f"{name} must have {rows} rows, got shape {tuple(probs.shape)}")
+    if not torch.isfinite(probs).all():
+        raise ValueError(f"{name} contains NaN or inf")
+    if (probs < 0).any():
+        raise ValueError(f"{name} contains negative probabilities")
+
+
+def _check_inputs(draft_tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: torch.Tensor) -> int:
+    """Validate shapes: draft_tokens (γ,), q_probs (γ, V), p_probs (γ+1, V). Returns γ."""
+    if not isinstance(draft_tokens, torch.Tensor):
+        raise TypeError(f"draft_tokens must be a torch.Tensor, got {type(draft_tokens).__name__}")
+    if draft_tokens.dim() != 1:
+        raise ValueError(
+            f"draft_tokens must be 1-D (γ,), got shape {tuple(draft_tokens.shape)}; "
+            "batched verification is not supported"
+        )
+    if draft_tokens.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"draft_tokens must be an integer tensor, got {draft_tokens.dtype}")
+    gamma = draft_tokens.shape[0]
+    _check_probs("q_probs", q_probs, rows=gamma)
+    _check_probs("p_probs", p_probs, rows=gamma + 1)
+    if q_probs.shape[1] != p_probs.shape[1]:
+        raise ValueError(
+            f"vocabulary sizes differ: q_probs has V={q_probs.shape[1]}, p_probs has "
+            f"V={p_probs.shape[1]}; draft and target must share a vocabulary"
+        )
+    vocab = p_probs.shape[1]
+    if gamma and (draft_tokens.min() < 0 or draft_tokens.max() >= vocab):
+        raise ValueError(f"draft_tokens must lie in [0, {vocab}), got {draft_tokens.tolist()}")
+    return gamma
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p - q)), the distribution to resample from after a rejection.
+
+    p, q: (V,) -> (V,). When p == q the residual is 0/0. A rejection then has probability zero,
+    but rounding can still reach this branch, so we fall back to p instead of returning NaN
+    (the NaN bug of jaymody/speculative-sampling #5). vLLM v0 clamped the denominator to
+    `finfo.tiny` instead, which silently returns an all-zero "distribution".
+    """
+    residual = (p - q).clamp_min(0)  # (V,)
+    mass = residual.sum()
+    if mass <= 0:
+        return p / p.sum()
+    return residual / mass
+
+
+def rejection_sample(
+    draft_tokens: torch.Tensor,
+    q_probs: torch.Tensor,
+    p_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> tuple[int, torch.Tensor]:
+    """Leviathan et al. Algorithm 1 for one speculative step.
+
+    draft_tokens: (γ,) tokens proposed by the draft, x_i ~ q_i.
+    q_probs: (γ, V) the draft distributions the tokens were drawn from (processed, not raw).
+    p_probs: (γ+1, V) the target distributions at the same positions, plus one past the last draft.
+
+    Returns (n_accepted, next_token): the first n_accepted drafts are kept, then next_token is
+    appended. It is the residual sample at the first rejection, or the bonus sample from p[γ].
+    """
+    gamma = _check_inputs(draft_tokens, q_probs, p_probs)
+    idx = torch.arange(gamma)
+    p_x = p_probs[idx, draft_tokens]  # (γ,)
+    q_x = q_probs[idx, draft_tokens]  # (γ,)
+    if gamma and (q_x <= 0).any():
+        raise ValueError("a draft token has q(x) = 0: q_probs is not the distribution it came from")
+    # One uniform per draft position, drawn up front: the coins of the γ positions are independent.
+    u = torch.rand(gamma, generator=generator)  # (γ,)
+    accept = u * q_x < p_x  # u < p/q without dividing: no 0/0, no inf, never if p(x) = 0
+    n = gamma if bool(accept.all()) else int((~accept).nonzero()[0])
+    if n == gamma:
+        return n, sample(p_probs[gamma], generator)
+    return n, sample(residual_distribution(p_probs[n], q_probs[n]), generator)
+
+
+def greedy_verify(draft_tokens: torch.Tensor, p_logits: torch.Tensor) -> tuple[int, torch.Tensor]:
+    """Greedy verification: accept drafts while they equal the target's argmax.
+
+    draft_tokens: (γ,); p_logits: (γ+1, V) target scores (logits or probabilities).
+    Returns (n_accepted, next_token) where next_token is the target's argmax after the last
+    accepted draft. This is `rejection_sample` with one-hot p (temperature 0), without the coins.
+    """
+    if not isinstance(draft_tokens, torch.Tensor) or draft_tokens.dim() != 1:
+        raise ValueError("draft_tokens must be a 1-D tensor (γ,)")
+    gamma = draft_tokens.shape[0]
+    if p_logits.dim() != 2 or p_logits.shape[0] != gamma + 1:
+        raise ValueError(f"p_logits must have shape ({gamma + 1}, V), got {tuple(p_logits.shape)}")
+    target_choice = p_logits.argmax(-1)  # (γ+1,)
+    matches = draft_tokens == target_choice[:gamma]  # (γ,)
+    n = gamma if bool(matches.all()) else int((~matches).nonzero()[0])
+    return n, target_choice[n]
+
+
+def one_step_law(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """The exact law of the token emitted at one position by the rejection rule.
+
+    p, q: (V,) -> (V,). P(out = x) = q(x)·min(1, p(x)/q(x)) + P(reject)·residual(x), where
+    P(reject) = 1 − Σ_x min(p(x), q(x)). The identity this module exists for is: this equals p.
+    """
+    accepted = torch.minimum(p, q)  # q(x)·min(1, p(x)/q(x)), written without division
+    p_reject = (1 - accepted.sum()).clamp_min(0)
+    return accepted + p_reject * residual_distribution(p, q)
+
+
+def acceptance_rate(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """α(p, q) = Σ_x min(p(x), q(x)) = 1 − TV(p, q). p, q: (..., V) -> (...)."""
+    return torch.minimum(p, q).sum(-1)

@@ -1,0 +1,111 @@
+"""Layer 3: Monte Carlo against the exact target law, sized so a correct sampler fails with
+probability ≤ 2δ (δ = 1e-6), plus the test of the test: every broken sampler must be caught."""
+
+import pytest
+import torch
+
+from specdec_lab import broken, decoding, mock, stats, verify
+from specdec_lab.sampling import logits_to_probs, sample
+
+DELTA = 1e-6
+SETTINGS = {  # (temperature, top_k, top_p)
+    "T=1": (1.0, None, None),
+    "T=0.6 top_k=2": (0.6, 2, None),
+    "T=1.3 top_p=0.7": (1.3, None, 0.7),
+}
+
+
+def _one_token_outcomes(p, q, n, verifier, generator) -> list[int]:
+    """Emit the first token of a γ=1 step n times: the draft if kept, else the replacement."""
+    out = []
+    for _ in range(n):
+        x = sample(q, generator)
+        kept, nxt = verifier(x[None], q[None], torch.stack([p, p]), generator)
+        out.append(int(x) if kept else int(nxt))
+    return out
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_single_token_law(setting) -> None:
+    temperature, top_k, top_p = SETTINGS[setting]
+    g = torch.Generator().manual_seed(0)
+    logits_p, logits_q = torch.randn(2, 6, generator=g)
+    p = logits_to_probs(logits_p, temperature, top_k, top_p)
+    q = logits_to_probs(logits_q, temperature, top_k, top_p)
+    n = stats.samples_needed(tol=0.05, delta=DELTA, n_outcomes=6)
+    check = stats.check_against_law(
+        _one_token_outcomes(p, q, n, verify.rejection_sample, g), p, DELTA
+    )
+    assert check.passed, check
+
+
+@pytest.mark.parametrize("name", list(broken.VERIFIERS))
+def test_single_token_check_catches_broken_verifiers(name) -> None:
+    g = torch.Generator().manual_seed(0)
+    p = torch.tensor([0.05, 0.1, 0.15, 0.2, 0.2, 0.3])
+    q = torch.tensor([0.4, 0.3, 0.1, 0.1, 0.05, 0.05])
+    n = stats.samples_needed(tol=0.05, delta=DELTA, n_outcomes=6)
+    check = stats.check_against_law(
+        _one_token_outcomes(p, q, n, broken.VERIFIERS[name], g), p, DELTA
+    )
+    assert not check.passed, check
+
+
+# ------------------------------------------------------------ multi-token outputs, end to end
+VOCAB, LENGTH = 3, 3  # 27 outcomes
+PROMPT = torch.tensor([0, 2])
+
+
+@pytest.fixture(scope="module")
+def pair():
+    target = mock.MockLM(vocab_size=VOCAB, sharpness=1.5, seed=4)
+    return target, mock.MockDraft(target, quality=0.3, seed=5)
+
+
+def _sequence_check(pair, setting, draft=None, verifier=verify.rejection_sample, gamma=2):
+    temperature, top_k, top_p = SETTINGS[setting]
+    target, default_draft = pair
+    law = stats.exact_sequence_law(target, PROMPT, LENGTH, temperature, top_k, top_p)
+    n = stats.samples_needed(tol=0.06, delta=DELTA, n_outcomes=law.shape[0])
+    g = torch.Generator().manual_seed(1)
+    seqs = [
+        decoding.speculative_generate(
+            target,
+            draft or default_draft,
+            PROMPT,
+            LENGTH,
+            gamma,
+            temperature,
+            top_k,
+            top_p,
+            g,
+            verifier=verifier,
+        ).tokens.tolist()
+        for _ in range(n)
+    ]
+    return stats.check_against_law(stats.encode_sequences(seqs, VOCAB), law, DELTA)
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_multi_token_law(pair, setting) -> None:
+    check = _sequence_check(pair, setting)
+    assert check.passed, check
+
+
+@pytest.mark.parametrize("name", list(broken.VERIFIERS))
+def test_multi_token_check_catches_broken_verifiers(pair, name) -> None:
+    check = _sequence_check(pair, "T=1", verifier=broken.VERIFIERS[name])
+    assert not check.passed, check
+
+
+def test_multi_token_check_catches_raw_q_reporting(pair) -> None:
+    # HF #47932: only visible when processing (here top-k) changes q.
+    _, draft = pair
+    check = _sequence_check(pair, "T=0.6 top_k=2", draft=broken.RawQDrafter(draft))
+    assert not check.passed, check
+
+
+def test_sample_size_bound() -> None:
+    assert stats.samples_needed(0.05, 1e-6, 10) == 4149  # (10 ln 2 + ln 1e6) / (2 · 0.05²)
+    assert stats.tv_tolerance(4149, 1e-6, 10) <= 0.05
+    assert stats.power_lower_bound(0.3, 0.05, 4149, 10) > 1 - 1e-100

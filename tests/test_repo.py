@@ -1,0 +1,45 @@
+"""Repository hygiene: one source of truth for dependencies, and a README that stays true."""
+
+import re
+from pathlib import Path
+
+import tomllib
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_environment_yml_only_installs_the_project() -> None:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_entries = [d for d in env["dependencies"] if isinstance(d, dict)]
+    conda_entries = sorted(d.split("=")[0] for d in env["dependencies"] if isinstance(d, str))
+    assert conda_entries == ["pip", "python"]
+    assert pip_entries == [{"pip": ["-e .[course,test]"]}]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert {"course", "test"} <= set(extras)
+
+
+def test_python_versions_agree() -> None:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
+    minor = tuple(int(x) for x in python.split("=")[1].split("."))
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert minor >= tuple(int(x) for x in re.search(r">=\s*([\d.]+)", requires).group(1).split("."))
+
+
+def test_torch_is_pinned() -> None:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert "torch==2.13.0" in deps
+
+
+def test_readme_lists_every_notebook_and_the_two_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        assert nb.name in readme, f"README syllabus misses {nb.name}"
+    assert "make lab" in readme and "make test" in readme
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
