@@ -7,7 +7,6 @@ and a goodness-of-fit p-value from scipy.stats.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ import numpy as np
 import torch
 from scipy import stats as sps
 
+from specdec_lab.lm import open_session, vocab_size_of
 from specdec_lab.sampling import logits_to_probs
 
 
@@ -91,20 +91,27 @@ def exact_sequence_law(
     top_k: int | None = None,
     top_p: float | None = None,
 ) -> np.ndarray:
-    """The exact law of the next `length` tokens when sampling from `model` (a mock model).
+    """The exact law of the next `length` tokens when sampling from `model`.
 
-    Enumerates all V^length continuations, so keep V and length small. Returns (V^length,),
-    indexed like `encode_sequences`. Temperature 0 gives the point mass on the greedy sequence.
+    `model` is a mock model or a small transformers causal LM. Enumerates all V^length
+    continuations (skipping prefixes of probability zero), so keep V and length small.
+    Returns (V^length,), indexed like `encode_sequences`. Temperature 0 gives a point mass.
     """
-    vocab = model.vocab_size
+    vocab = vocab_size_of(model)
     if vocab**length > 200_000:
         raise ValueError(f"{vocab}^{length} outcomes is too many to enumerate")
     law = np.zeros(vocab**length)
-    for i, seq in enumerate(itertools.product(range(vocab), repeat=length)):
-        ids = torch.cat([prompt, torch.tensor(seq[:-1], dtype=torch.long)])
-        logits = model.logits(ids)[-length:]  # (length, V): row j scores seq[j]
-        probs = logits_to_probs(logits, temperature, top_k, top_p)  # (length, V)
-        law[i] = float(probs[torch.arange(length), torch.tensor(seq)].prod())
+
+    def extend(prefix: list[int], mass: float) -> None:  # depth-first over continuations
+        if len(prefix) == length:
+            law[encode_sequences([prefix], vocab)[0]] = mass
+            return
+        logits = open_session(model).logits(torch.cat([prompt, torch.tensor(prefix).long()]))
+        probs = logits_to_probs(logits[-1], temperature, top_k, top_p)  # (V,)
+        for x in probs.nonzero()[:, 0].tolist():
+            extend([*prefix, x], mass * float(probs[x]))
+
+    extend([], 1.0)
     return law
 
 
