@@ -52,6 +52,20 @@ class GenerationStats:
     new_tokens: int = 0
     wall_time: float = 0.0
 
+    @classmethod
+    def merge(cls, runs: list[GenerationStats]) -> GenerationStats:
+        """Pool the counters of several runs (e.g. one per prompt) into one."""
+        pooled = cls()
+        for s in runs:
+            pooled.accepted += s.accepted
+            pooled.gammas += s.gammas
+            pooled.steps += s.steps
+            pooled.target_calls += s.target_calls
+            pooled.draft_calls += s.draft_calls
+            pooled.new_tokens += s.new_tokens
+            pooled.wall_time += s.wall_time
+        return pooled
+
     @property
     def acceptance_rate(self) -> float:
         """Estimated α: drafts accepted over drafts the verifier actually examined.
