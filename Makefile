@@ -14,7 +14,7 @@ help:  ## list the commands
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e ".[course,test]"
-	$(BIN)/python -m ipykernel install --user --name specdec-lab --display-name "Python (specdec-lab)" >/dev/null
+	$(BIN)/python -m ipykernel install --sys-prefix --name specdec-lab --display-name "Python (specdec-lab)" >/dev/null
 	@touch $(STAMP)
 
 lab: $(STAMP)  ## create .venv if needed, then open the course in JupyterLab
