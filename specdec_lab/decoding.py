@@ -74,8 +74,12 @@ class GenerationStats:
         n < γ drafts is n successes and one failure; a step that keeps all γ is γ successes.
         NaN when nothing was drafted (autoregressive decoding).
         """
-        trials = sum(n + (n < g) for n, g in zip(self.accepted, self.gammas, strict=True))
-        return sum(self.accepted) / trials if trials else float("nan")
+        return sum(self.accepted) / self.trials if self.trials else float("nan")
+
+    @property
+    def trials(self) -> int:
+        """Drafts the verifier examined: n + 1 at a step that rejected, γ at one that did not."""
+        return sum(n + (n < g) for n, g in zip(self.accepted, self.gammas, strict=True))
 
     @property
     def mean_accepted(self) -> float:
@@ -209,6 +213,8 @@ def speculative_generate(
     _check_max_new_tokens(max_new_tokens)
     if not isinstance(gamma, int) or gamma < 1:
         raise ValueError(f"gamma (draft length) must be a positive integer, got {gamma!r}")
+    if cfg.greedy and verifier is not rejection_sample:
+        raise ValueError("temperature=0 uses greedy verification; a custom verifier needs T > 0")
     p_model = open_session(target, vocab_size)
     drafter = draft if hasattr(draft, "propose") else ModelDrafter(open_session(draft, vocab_size))
     _check_same_vocab(p_model.vocab_size, drafter, vocab_size)

@@ -190,3 +190,8 @@ def test_prompt_token_out_of_range(pair) -> None:
 def test_bad_verify_inputs(tokens, q, p, error, message) -> None:
     with pytest.raises(error, match=message):
         verify.rejection_sample(tokens, q, p)
+
+
+def test_custom_verifier_is_refused_for_greedy(pair) -> None:
+    with pytest.raises(ValueError, match="greedy"):
+        _spec(pair, temperature=0, verifier=lambda *a: (0, torch.tensor(0)))
