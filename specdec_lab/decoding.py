@@ -111,7 +111,11 @@ class Drafter(Protocol):
     def propose(
         self, ids: torch.Tensor, gamma: int, cfg: SamplingConfig, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Draft `gamma` tokens after `ids` (L,). Returns tokens (γ,) and their q_probs (γ, V)."""
+        """Draft up to `gamma` tokens after `ids` (L,): tokens (γ',) and their q_probs (γ', V).
+
+        q_probs must be the distributions the tokens were drawn from (one-hot for a
+        deterministic drafter such as an n-gram table). Proposing fewer than `gamma` is allowed.
+        """
         ...
 
     def crop(self, length: int) -> None:
@@ -229,6 +233,7 @@ def speculative_generate(
 
         # 1. Draft g tokens, keeping the distributions q they were sampled from.
         draft_tokens, q_probs = drafter.propose(ids, g, cfg, generator)  # (g,), (g, V)
+        g = draft_tokens.shape[0]  # a drafter may propose fewer (an n-gram table with no match)
         # 2. One target forward over the g+1 positions that follow the accepted prefix.
         p_logits = p_model.logits(torch.cat([ids, draft_tokens]))[-(g + 1) :]  # (g+1, V)
         # 3. Accept a prefix of the drafts, then add one target token.
