@@ -1,0 +1,596 @@
+"""Timing, roofline accounting and a ladder of Llama-shaped models: is *this* device memory-bound?
+
+Speculative decoding (Leviathan et al., arXiv:2211.17192; p = target, q = draft) pays off because
+one target forward over γ+1 tokens costs about as much as a forward over 1 token — as long as the
+forward is *memory-bound*: the time goes into streaming the weights (and KV cache) from memory,
+and the extra arithmetic for more tokens hides behind it. This module measures where that stops
+being true on the device at hand.
+
+- Timing: `timer(device)` (a context manager that synchronises; CUDA events on CUDA) and
+  `time_fn(fn, ...)` (warm-up, repeats, medians) -> `Timing`.
+- Device peaks: `measure_bandwidth` (GB/s) and `measure_matmul_flops` (FLOP/s).
+- Models: `ModelShape` presets in `LADDER` (~1M to ~7B parameters), `build_model`,
+  `forward_latency(model, k, batch)`, which times k new tokens on top of a cached prefix, and
+  `latency_sweep` over several k.
+- Roofline: `param_count`, `forward_flops`, `forward_bytes`, `arithmetic_intensity`,
+  `ridge_point`, `roofline_time` / `roofline_latency`, `find_knee`, `plot_roofline`,
+  `speculative_speedup`.
+- Records: `save_results` / `load_results` / `load_recorded` (JSON with `runtime.device_info`).
+
+Units: times in seconds, bandwidth in GB/s (1e9 bytes/s), compute in FLOP/s (one multiply-add is
+2 FLOPs), arithmetic intensity in FLOP/byte.
+
+Recorded-results schema (what a GPU script writes to `data/results/gpu-*.json` via
+`save_results`; the notebook reads the same keys)::
+
+    {"device_info": {...},          # runtime.device_info(device)
+     "created": "2025-01-01T00:00:00+00:00",
+     "results": {
+        "dtype": "float16", "prefix": 32,
+        "bandwidth_gbs": float, "matmul_flops": float,
+        "models": {name: {"params": int, "ks": [int], "latency_s": [float], "knee": int}},
+        "batch": {"target": name, "gamma": int, "batches": [int],    # optional
+                  "t_k1_s": [float], "t_verify_s": [float]}}}
+
+Latencies are medians in seconds; `ks` and `latency_s` are parallel lists, as are `batches`,
+`t_k1_s` (target, k = 1) and `t_verify_s` (target, k = γ+1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from specdec_lab import runtime, theory
+
+if TYPE_CHECKING:  # transformers' model classes take seconds to import: load them on first use
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "data" / "results"
+"""Where recorded benchmark JSON lives (`data/results/` at the repository root)."""
+
+CPU_MAX_PARAMS = 1_000_000_000
+"""`build_model` refuses to allocate models larger than this on the CPU (a 7B fp32 is 27 GB)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Timing
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-repeat wall times in seconds; quote the `median` (robust to a noisy neighbour)."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+
+@dataclass
+class Stopwatch:
+    """Filled in by `timer` when its block exits: `seconds` is the elapsed wall time."""
+
+    seconds: float = float("nan")
+
+
+@contextlib.contextmanager
+def timer(device: torch.device | str) -> Iterator[Stopwatch]:
+    """Time the enclosed block on `device`, waiting for its queued kernels before and after.
+
+    On CUDA the clock is a pair of `torch.cuda.Event`s (GPU time, not Python time); elsewhere it
+    is `time.perf_counter` after `runtime.synchronize`.
+
+    >>> with timer("cpu") as sw:
+    ...     _ = sum(range(1000))
+    >>> sw.seconds > 0
+    True
+    """
+    device = torch.device(device)
+    sw = Stopwatch()
+    runtime.synchronize(device)
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        stream = torch.cuda.current_stream(device)
+        start.record(stream)
+        yield sw
+        end.record(stream)
+        end.synchronize()
+        sw.seconds = start.elapsed_time(end) / 1e3  # elapsed_time is in milliseconds
+    else:
+        t0 = time.perf_counter()
+        yield sw
+        runtime.synchronize(device)
+        sw.seconds = time.perf_counter() - t0
+
+
+def time_fn(
+    fn: Callable[[], object],
+    *,
+    device: torch.device | str,
+    warmup: int = 2,
+    repeats: int = 5,
+    reset: Callable[[], object] | None = None,
+) -> Timing:
+    """Call `fn` `warmup` times untimed, then `repeats` times timed; return every sample.
+
+    `reset`, if given, runs after every call *outside* the timed region (e.g. rolling back a KV
+    cache so each repeat sees the same state).
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        fn()
+        if reset is not None:
+            reset()
+    samples = []
+    for _ in range(repeats):
+        with timer(device) as sw:
+            fn()
+        samples.append(sw.seconds)
+        if reset is not None:
+            reset()
+    return Timing(tuple(samples))
+
+
+# --------------------------------------------------------------------------------------------
+# Device peaks
+# --------------------------------------------------------------------------------------------
+
+
+def measure_bandwidth(
+    device: torch.device | str, nbytes: int = 2**28, *, warmup: int = 2, repeats: int = 5
+) -> float:
+    """Memory bandwidth in GB/s from a large tensor copy (`nbytes` read + `nbytes` written).
+
+    Pick `nbytes` far above the last-level cache (the 256 MiB default is; on a GPU use ~1 GiB).
+    A peak is a best case, so this uses the fastest repeat (STREAM's convention), not the median:
+    a busy neighbour can only slow a repeat down, never speed it up.
+    """
+    device = torch.device(device)
+    n = nbytes // 4
+    src = torch.ones(n, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    timing = time_fn(lambda: dst.copy_(src), device=device, warmup=warmup, repeats=repeats)
+    return 2 * n * 4 / timing.min / 1e9
+
+
+def measure_matmul_flops(
+    device: torch.device | str,
+    n: int = 1024,
+    dtype: torch.dtype = torch.float32,
+    *,
+    warmup: int = 2,
+    repeats: int = 5,
+) -> float:
+    """Dense matmul throughput in FLOP/s: an (n, n) @ (n, n) product is 2·n³ FLOPs.
+
+    On a GPU use a large n (e.g. 8192) and a half-precision dtype to approach the tensor-core
+    peak. Like `measure_bandwidth`, this is a peak, so it uses the fastest repeat.
+    """
+    device = torch.device(device)
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
+    b = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    timing = time_fn(lambda: torch.mm(a, b, out=out), device=device, warmup=warmup, repeats=repeats)
+    return 2 * n**3 / timing.min
+
+
+# --------------------------------------------------------------------------------------------
+# Model shapes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A Llama-shaped decoder, described by the numbers that set its cost."""
+
+    name: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    vocab_size: int = 32000
+    num_kv_heads: int | None = None  # None: plain multi-head attention (kv heads == heads)
+    tie_embeddings: bool = False
+
+    def config(self, **overrides: Any) -> LlamaConfig:
+        """A `transformers.LlamaConfig` with this shape (`overrides` go to the config)."""
+        kwargs: dict[str, Any] = dict(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size,
+            num_hidden_layers=self.num_layers,
+            num_attention_heads=self.num_heads,
+            num_key_value_heads=self.num_kv_heads or self.num_heads,
+            tie_word_embeddings=self.tie_embeddings,
+            max_position_embeddings=4096,
+        )
+        kwargs.update(overrides)
+        from transformers import LlamaConfig
+
+        return LlamaConfig(**kwargs)
+
+    @property
+    def params(self) -> int:
+        return param_count(self.config())
+
+
+LADDER: dict[str, ModelShape] = {
+    s.name: s
+    for s in [
+        ModelShape("tiny-1M", 128, 2, 4, 384, vocab_size=2048),
+        ModelShape("mini-8M", 256, 4, 4, 768, vocab_size=8192),
+        ModelShape("small-29M", 512, 6, 8, 1536, vocab_size=8192),
+        ModelShape("base-134M", 768, 12, 12, 2048),  # GPT-2 small class
+        ModelShape("medium-374M", 1024, 24, 16, 2816),  # GPT-2 medium class
+        ModelShape("large-795M", 1280, 36, 20, 3456),  # GPT-2 large class
+        ModelShape("1B", 2048, 16, 32, 8192, num_kv_heads=8),  # Llama-3.2-1B-like (32k vocab)
+        ModelShape("3B", 3200, 26, 32, 8640),  # OpenLLaMA-3B shape
+        ModelShape("7B", 4096, 32, 32, 11008),  # Llama-2-7B shape
+    ]
+}
+"""Model shapes from ~1M to ~7B parameters; the name's suffix is the parameter count."""
+
+CPU_LADDER: tuple[str, ...] = ("tiny-1M", "small-29M", "base-134M")
+"""A ladder that times in seconds on a 2-core CPU: overhead-bound, in between, and compute-bound
+past a few tokens. `large-795M` also fits in CPU memory (slowly)."""
+
+GPU_LADDER: tuple[str, ...] = ("small-29M", "base-134M", "large-795M", "1B", "3B", "7B")
+"""A ladder for one modern GPU in half precision (7B fp16 is ~13.5 GB of weights)."""
+
+
+def build_model(
+    shape: ModelShape | LlamaConfig,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    *,
+    seed: int = 0,
+) -> LlamaForCausalLM:
+    """A randomly initialised `LlamaForCausalLM` built directly on `device` in `dtype`, in eval mode.
+
+    Weights are allocated on `device` (use "meta" to get shapes without memory). The global RNG
+    is left untouched: initialisation draws from a forked (CPU and CUDA) RNG seeded with `seed`.
+    Raises ValueError rather than allocate more than `CPU_MAX_PARAMS` parameters on the CPU.
+    """
+    device = torch.device(device)
+    # a copy: transformers writes the dtype into the config it is given
+    config = shape.config() if isinstance(shape, ModelShape) else copy.deepcopy(shape)
+    n = param_count(config)
+    if device.type == "cpu" and n > CPU_MAX_PARAMS:
+        raise ValueError(
+            f"refusing to allocate a {n / 1e9:.1f}B-parameter model on the CPU; "
+            "use a GPU, or device='meta' to inspect shapes"
+        )
+    cuda = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda), device:
+        torch.manual_seed(seed)
+        if device.type == "cuda":
+            torch.cuda.manual_seed(seed)
+        from transformers import LlamaForCausalLM
+
+        model = LlamaForCausalLM._from_config(config, dtype=dtype)
+    return model.eval()
+
+
+# --------------------------------------------------------------------------------------------
+# Latency of one forward over k new tokens
+# --------------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def latency_sweep(
+    model: LlamaForCausalLM,
+    ks: Sequence[int],
+    batch: int = 1,
+    *,
+    prefix: int = 32,
+    warmup: int = 2,
+    repeats: int = 5,
+    generator: torch.Generator | None = None,
+) -> list[Timing]:
+    """Time one forward of k new tokens per sequence, on top of a `prefix`-token KV cache, for
+    every k in `ks`; returns one `Timing` (`repeats` samples) per k, in the order of `ks`.
+
+    A forward over k = γ+1 tokens is the target's verification step (k = 1 is plain decoding);
+    logits for all k positions are computed, as verification needs them. The cache is filled
+    once, and after every forward it is cropped back to `prefix` tokens outside the timed
+    region, so every sample sees the same state. After `warmup` untimed calls per k, the
+    repeats run in interleaved rounds (each round times every k once), so a burst of background
+    load is spread over all ks instead of landing on one. The device is taken from the model;
+    token ids come from `generator` (a fresh one seeded 0 if None) and, with random weights,
+    their values do not matter.
+    """
+    if not ks or min(ks) < 1 or batch < 1 or prefix < 1:
+        raise ValueError(
+            f"need ks, batch, prefix >= 1, got ks={ks}, batch={batch}, prefix={prefix}"
+        )
+    device = next(model.parameters()).device
+    gen = generator if generator is not None else torch.Generator().manual_seed(0)
+    ids = torch.randint(model.config.vocab_size, (batch, prefix + max(ks)), generator=gen)
+    ids = ids.to(device)  # (batch, prefix + max k)
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    model(ids[:, :prefix], cache=cache, use_cache=True)  # fill the cache: (batch, prefix)
+
+    def forward(k: int) -> None:
+        model(ids[:, prefix : prefix + k], cache=cache, use_cache=True)  # (batch, k) new tokens
+
+    for k in ks:
+        for _ in range(warmup):
+            forward(k)
+            cache.crop(-k)  # transformers 5.x: crop takes a NEGATIVE count of tokens to drop
+    samples: list[list[float]] = [[] for _ in ks]
+    for _ in range(repeats):
+        for i, k in enumerate(ks):
+            with timer(device) as sw:
+                forward(k)
+            cache.crop(-k)  # back to `prefix` tokens, outside the timed region
+            samples[i].append(sw.seconds)
+    return [Timing(tuple(s)) for s in samples]
+
+
+def forward_latency(
+    model: LlamaForCausalLM,
+    k: int,
+    batch: int = 1,
+    *,
+    prefix: int = 32,
+    warmup: int = 2,
+    repeats: int = 5,
+    generator: torch.Generator | None = None,
+) -> Timing:
+    """`latency_sweep` for a single k: the time of one forward of `k` new tokens per sequence for
+    `batch` sequences on top of a `prefix`-token KV cache."""
+    return latency_sweep(
+        model, [k], batch, prefix=prefix, warmup=warmup, repeats=repeats, generator=generator
+    )[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Roofline accounting
+# --------------------------------------------------------------------------------------------
+
+
+def _dims(config: LlamaConfig) -> tuple[int, int, int, int, int, int, int]:
+    d, n_layers = config.hidden_size, config.num_hidden_layers
+    heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
+    head_dim = getattr(config, "head_dim", None) or d // heads
+    return d, n_layers, heads, kv_heads, head_dim, config.intermediate_size, config.vocab_size
+
+
+def matmul_params(config: LlamaConfig) -> int:
+    """Weights that take part in a matmul each forward: attention, MLP and the LM head.
+
+    Excludes the embedding table (a lookup of a few rows, not a matmul) and the norm gains.
+    """
+    d, n_layers, heads, kv_heads, hd, inter, vocab = _dims(config)
+    attn = d * heads * hd * 2 + d * kv_heads * hd * 2  # q, o and k, v projections
+    mlp = 3 * d * inter  # gate, up, down
+    return n_layers * (attn + mlp) + vocab * d  # + lm_head
+
+
+def param_count(config: LlamaConfig | ModelShape) -> int:
+    """Total parameters of `LlamaForCausalLM(config)` (equals `sum(p.numel())` of the model)."""
+    if isinstance(config, ModelShape):
+        config = config.config()
+    d, n_layers, _, _, _, _, vocab = _dims(config)
+    norms = d * (2 * n_layers + 1)  # two RMSNorms per layer + the final one
+    embed = 0 if config.tie_word_embeddings else vocab * d  # a tied table is the lm_head itself
+    return matmul_params(config) + embed + norms
+
+
+def kv_cache_bytes(config: LlamaConfig, tokens: int, batch: int = 1, bytes_per_el: int = 2) -> int:
+    """Bytes of keys + values for `tokens` positions of `batch` sequences across all layers."""
+    _, n_layers, _, kv_heads, hd, _, _ = _dims(config)
+    return 2 * n_layers * kv_heads * hd * tokens * batch * bytes_per_el
+
+
+def forward_flops(config: LlamaConfig, k: int, batch: int = 1, context: int = 0) -> int:
+    """FLOPs of one forward over `k` new tokens for `batch` sequences with `context` cached.
+
+    2·matmul_params per token, plus attention: each new token's scores Q·Kᵀ and the weighted
+    sum A·V over the `context + k` attended positions, 2·2·heads·head_dim FLOPs per pair per
+    layer (we count the full k×(context+k) block, as SDPA with a causal mask computes it).
+    """
+    _, n_layers, heads, _, hd, _, _ = _dims(config)
+    tokens = k * batch
+    attn = 4 * n_layers * heads * hd * k * (context + k) * batch
+    return 2 * matmul_params(config) * tokens + attn
+
+
+def forward_bytes(
+    config: LlamaConfig, k: int, batch: int = 1, context: int = 0, bytes_per_el: int = 2
+) -> int:
+    """Bytes moved from memory by one forward: every matmul weight once, the cached keys and
+    values once, and the new keys and values written once. Activations are ignored (they are
+    small and stay in cache for small k·batch), so this is a lower bound.
+    """
+    weights = matmul_params(config) * bytes_per_el
+    return weights + kv_cache_bytes(config, context + k, batch, bytes_per_el)
+
+
+def arithmetic_intensity(
+    config: LlamaConfig, k: int, batch: int = 1, context: int = 0, bytes_per_el: int = 2
+) -> float:
+    """FLOP per byte of one forward: ≈ k·batch·2/bytes_per_el while the weights dominate."""
+    return forward_flops(config, k, batch, context) / forward_bytes(
+        config, k, batch, context, bytes_per_el
+    )
+
+
+def ridge_point(flops_per_s: float, gb_per_s: float) -> float:
+    """The roofline's ridge in FLOP/byte: below it a kernel is memory-bound, above compute-bound."""
+    return flops_per_s / (gb_per_s * 1e9)
+
+
+def roofline_time(flops: float, nbytes: float, flops_per_s: float, gb_per_s: float) -> float:
+    """Roofline lower bound on run time (s): the slower of doing the maths and moving the bytes."""
+    return max(flops / flops_per_s, nbytes / (gb_per_s * 1e9))
+
+
+def roofline_latency(
+    config: LlamaConfig,
+    k: int,
+    batch: int = 1,
+    context: int = 0,
+    bytes_per_el: int = 2,
+    *,
+    flops_per_s: float,
+    gb_per_s: float,
+) -> float:
+    """Roofline lower bound (s) on one forward of `k` new tokens: `roofline_time` applied to
+    `forward_flops` and `forward_bytes`."""
+    return roofline_time(
+        forward_flops(config, k, batch, context),
+        forward_bytes(config, k, batch, context, bytes_per_el),
+        flops_per_s,
+        gb_per_s,
+    )
+
+
+def find_knee(ks: Sequence[int], latencies: Sequence[float], tol: float = 0.1) -> int:
+    """The largest k up to which latency stays within (1 + tol) × latency at k = 1.
+
+    Walks k upwards and stops at the first k that exceeds the bound, so a noisy dip later on
+    cannot move the knee. `ks` must contain 1. Verifying up to `knee` tokens is "free".
+    """
+    if len(ks) != len(latencies):
+        raise ValueError(f"{len(ks)} ks but {len(latencies)} latencies")
+    pairs = sorted(zip(ks, latencies, strict=True))
+    if not pairs or pairs[0][0] != 1:
+        raise ValueError("ks must include k = 1 (the latency every other k is compared to)")
+    bound = (1 + tol) * pairs[0][1]
+    knee = 1
+    for k, t in pairs:
+        if t > bound:
+            break
+        knee = k
+    return knee
+
+
+def speculative_speedup(alpha: float, gamma: int, c: float, verify_cost: float = 1.0) -> float:
+    """Expected walltime improvement of speculative decoding over plain target decoding.
+
+    Leviathan et al. (2211.17192), Thm 3.8: (1 − α^(γ+1)) / ((1 − α)(γc + 1)), with c the
+    draft/target step-time ratio (`theory.speedup`). Departure from the paper: the paper assumes
+    the target's forward over γ+1 tokens costs the same as over 1 token; `verify_cost` =
+    t(k=γ+1)/t(k=1) replaces that "+1" with the measured ratio (verify_cost = 1 recovers it).
+    """
+    if not (verify_cost > 0 and math.isfinite(verify_cost)):
+        raise ValueError(f"verify_cost must be a finite number > 0, got {verify_cost!r}")
+    return theory.expected_tokens(alpha, gamma) / (gamma * c + verify_cost)
+
+
+@dataclass
+class RooflineData:
+    """What `plot_roofline` drew, so a notebook can assert on numbers rather than pixels."""
+
+    intensity: list[float]  # x of the roof line (FLOP/byte)
+    roof: list[float]  # attainable FLOP/s at each x
+    ridge: float  # FLOP/byte
+    points: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # (AI, FLOP/s)
+
+
+def plot_roofline(
+    flops_per_s: float,
+    gb_per_s: float,
+    points: dict[str, Sequence[tuple[float, float]]] | None = None,
+    *,
+    ax: Any = None,
+    label: str = "roof",
+    color: str | None = None,
+    intensity_range: tuple[float, float] = (0.1, 1000.0),
+) -> RooflineData:
+    """Draw the roofline min(peak, AI × bandwidth) on log-log axes, with measured points.
+
+    `points` maps a series label to its (arithmetic intensity FLOP/byte, achieved FLOP/s)
+    pairs, drawn as one connected line of markers (e.g. one model as k grows). Draws onto `ax`
+    if given (the caller owns the figure and shows it); otherwise onto a new figure that is
+    closed before returning. `color` sets the roof's colour (default: next in the cycle).
+    Returns the plotted data.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots()
+    ridge = ridge_point(flops_per_s, gb_per_s)
+    lo, hi = intensity_range
+    x = np.geomspace(lo, hi, 64).tolist()
+    if lo < ridge < hi:
+        x = sorted([*x, ridge])  # so the corner of the roof is drawn exactly
+    roof = [min(flops_per_s, xi * gb_per_s * 1e9) for xi in x]
+    (line,) = ax.loglog(x, roof, lw=2, color=color, label=f"{label}: ridge {ridge:.1f} FLOP/B")
+    ax.axvline(ridge, color=line.get_color(), ls=":", lw=1)
+    series = {name: [(float(a), float(f)) for a, f in pts] for name, pts in (points or {}).items()}
+    for name, pts in series.items():
+        ax.loglog([a for a, _ in pts], [f for _, f in pts], "o-", ms=4, label=name)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("FLOP/s")
+    ax.legend(fontsize="small")
+    if own:
+        plt.close(fig)
+    return RooflineData(intensity=x, roof=roof, ridge=ridge, points=series)
+
+
+# --------------------------------------------------------------------------------------------
+# Recorded results
+# --------------------------------------------------------------------------------------------
+
+
+def save_results(
+    path: str | Path, results: dict[str, Any], device: torch.device | str | None = None
+) -> Path:
+    """Write `results` (JSON-serialisable) with `runtime.device_info(device)` and a timestamp."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "device_info": runtime.device_info(device),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "results": results,
+    }
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read one record written by `save_results` (adds its `path`)."""
+    path = Path(path)
+    record = json.loads(path.read_text())
+    if "results" not in record or "device_info" not in record:
+        raise ValueError(f"{path} is not a results record (needs 'results' and 'device_info')")
+    record["path"] = str(path)
+    return record
+
+
+def load_recorded(
+    pattern: str = "gpu-*.json", directory: str | Path | None = None
+) -> list[dict[str, Any]]:
+    """All records matching `pattern` in `directory` (default `RESULTS_DIR`), sorted by file
+    name; [] when there are none."""
+    directory = Path(directory) if directory is not None else RESULTS_DIR
+    return [load_results(p) for p in sorted(directory.glob(pattern))]
