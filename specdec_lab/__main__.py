@@ -20,7 +20,11 @@ def main(argv: list[str] | None = None) -> int:
         from specdec_lab.bench import main as run
     else:
         from specdec_lab.train import main as run
-    return run(rest)
+    try:
+        return run(rest)
+    except (FileNotFoundError, ValueError, RuntimeError) as err:  # includes HubUnavailableError
+        print(f"python -m specdec_lab {command}: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -43,3 +43,10 @@ def test_bench_table_on_a_tiny_pair() -> None:
     table = bench.format_table(rows, costs)
     assert all(r.method in table for r in rows) and "HF assisted" in table
     assert set(bench.summarize(rows)) >= {"speedup_vs_autoregressive", "measured_over_predicted"}
+
+
+def test_cli_reports_errors_in_one_line(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["demo", "--pair", "gpt2"]) == 2
+    err = capsys.readouterr().err
+    assert "unreachable" in err and "Traceback" not in err

@@ -1,0 +1,117 @@
+"""Record the course's device measurements on a GPU machine (or a small smoke run on the CPU).
+
+    bash scripts/gpu_check.sh            # on a GPU box: realistic shapes, < 10 minutes
+    python scripts/gpu_check.py --smoke  # anywhere: tiny shapes, a minute on a CPU
+
+Writes data/results/gpu-profile.json (notebook 05's measurements, in the schema documented in
+`specdec_lab.profiling`) and data/results/gpu-bench.json (`python -m specdec_lab bench` on the
+embedded pair), each with the device it ran on. Needs no internet: random-init shapes only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from specdec_lab import profiling, runtime
+
+RESULTS = Path(__file__).resolve().parents[1] / "data" / "results"
+
+
+def profile(device: torch.device, smoke: bool) -> dict:
+    dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    ladder = ("tiny-1M", "small-29M") if smoke else profiling.GPU_LADDER
+    ks = [1, 2, 4, 8] if smoke else [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256]
+    repeats = 3 if smoke else 7
+    nbytes = 2**26 if smoke else 2**30
+    out: dict = {
+        "dtype": str(dtype).removeprefix("torch."),
+        "prefix": 32,
+        "bandwidth_gbs": profiling.measure_bandwidth(device, nbytes=nbytes),
+        "matmul_flops": profiling.measure_matmul_flops(
+            device, n=512 if smoke else 8192, dtype=dtype
+        ),
+        "models": {},
+    }
+    for name in tqdm(ladder, desc="ladder"):
+        model = profiling.build_model(profiling.LADDER[name], device=device, dtype=dtype)
+        lat = [t.median for t in profiling.latency_sweep(model, ks, repeats=repeats)]
+        out["models"][name] = {
+            "params": profiling.param_count(profiling.LADDER[name]),
+            "ks": ks,
+            "latency_s": lat,
+            "knee": profiling.find_knee(ks, lat),
+        }
+        del model
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    # How batch size erodes the free verification: target k=1 vs k=γ+1 as the batch grows.
+    target = ladder[-1]
+    gamma = 4
+    batches = [1, 2, 4] if smoke else [1, 2, 4, 8, 16, 32, 64]
+    model = profiling.build_model(profiling.LADDER[target], device=device, dtype=dtype)
+    t1 = [profiling.forward_latency(model, 1, b, repeats=repeats).median for b in batches]
+    tv = [profiling.forward_latency(model, gamma + 1, b, repeats=repeats).median for b in batches]
+    out["batch"] = {
+        "target": target,
+        "gamma": gamma,
+        "batches": batches,
+        "t_k1_s": t1,
+        "t_verify_s": tv,
+    }
+    # c at realistic shapes: a small draft shape against the biggest target shape.
+    draft_name = ladder[0]
+    draft = profiling.build_model(profiling.LADDER[draft_name], device=device, dtype=dtype)
+    t_draft = profiling.forward_latency(draft, 1, repeats=repeats).median
+    out["pair"] = {
+        "draft": draft_name,
+        "target": target,
+        "c": t_draft / t1[0],
+        "verify_cost": tv[0] / t1[0],
+        "predicted_speedup": {
+            str(a): profiling.speculative_speedup(a, gamma, t_draft / t1[0], tv[0] / t1[0])
+            for a in (0.6, 0.7, 0.8)
+        },
+    }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes (CPU dry run)")
+    args = parser.parse_args(argv)
+    device = runtime.default_device()
+    if device.type == "cpu" and not args.smoke:
+        print("no GPU found: run with --smoke for a CPU dry run", file=sys.stderr)
+        return 2
+    tag = device.type
+    prefix = (
+        "smoke" if args.smoke else "gpu"
+    )  # smoke records are git-ignored, never "recorded GPU results"
+    start = time.perf_counter()
+    path = profiling.save_results(
+        RESULTS / f"{prefix}-profile-{tag}.json", profile(device, args.smoke), device
+    )
+    print(f"wrote {path} ({time.perf_counter() - start:.0f} s)")
+    bench = [
+        sys.executable,
+        "-m",
+        "specdec_lab",
+        "bench",
+        "--out",
+        str(RESULTS / f"{prefix}-bench-{tag}.json"),
+    ]
+    if args.smoke:
+        bench.append("--smoke")
+    return subprocess.call(bench)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# One prepared GPU run (< 10 minutes on an H200): notebook 05's measurements at realistic shapes
+# and the side-by-side bench, recorded with device info in data/results/gpu-*.json.
+# The GPU machine already has torch and transformers and no internet; pass --smoke on a CPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+python -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
+timeout 570 python scripts/gpu_check.py "$@"
