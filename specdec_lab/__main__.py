@@ -20,9 +20,11 @@ def main(argv: list[str] | None = None) -> int:
         from specdec_lab.bench import main as run
     else:
         from specdec_lab.train import main as run
+    from specdec_lab.models import HubUnavailableError
+
     try:
         return run(rest)
-    except (FileNotFoundError, ValueError, RuntimeError) as err:  # includes HubUnavailableError
+    except (FileNotFoundError, ValueError, HubUnavailableError) as err:  # the user can fix these
         print(f"python -m specdec_lab {command}: {err}", file=sys.stderr)
         return 2
 
