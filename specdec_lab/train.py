@@ -1,0 +1,605 @@
+"""Train the course's own target and draft models on the stdlib corpus (`specdec_lab.corpus`).
+
+Everything the course runs on is produced here, on a laptop CPU, without a model hub:
+
+1. a byte-level BPE tokenizer (`tokenizers`), wrapped as a `PreTrainedTokenizerFast`;
+2. Llama-architecture models (`transformers.LlamaForCausalLM`) of named sizes (`PRESETS`);
+3. optional distillation of a draft q from a target p (KL(p || q) on the target's soft labels);
+4. the numbers that decide whether speculative decoding pays: held-out loss per domain, the
+   acceptance rate alpha = E[sum_x min(p(x), q(x))] = 1 - E[TV(p, q)] (Leviathan et al. 2023,
+   arXiv:2211.17192; p = target, q = draft) and the forward latency of each model.
+
+Command line (through `python -m specdec_lab train ...` or `main(argv)`)::
+
+    train --model target --minutes 30 --out data/models/target
+    train --model draft --minutes 8 --distill-from data/models/target --out data/models/draft
+
+Training runs against a wall-clock budget (`--minutes`) or a token budget (`--tokens`); the
+learning-rate schedule (linear warmup, cosine decay) is laid out over whichever is given, so a
+slower machine trains on fewer tokens but still finishes its schedule. A token budget makes a run
+bit-for-bit reproducible for a given `--seed`; a time budget does not (the step count depends on
+the machine). Nothing here runs on import and nothing draws from the global RNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from specdec_lab.corpus import DOMAINS, EOT, build_corpus
+
+DEFAULT_CORPUS_DIR = Path("data/corpus")
+DEFAULT_TOKENIZER_DIR = DEFAULT_CORPUS_DIR / "tokenizer"
+MODEL_MAX_POSITIONS = 1024
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration: frozen dataclasses and named presets.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """Shape of a Llama model; the vocabulary comes from the tokenizer."""
+
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    tie_word_embeddings: bool = True
+
+    def llama_config(self, vocab_size: int, bos: int, eos: int, pad: int):
+        """The `transformers.LlamaConfig` for this preset."""
+        from transformers import LlamaConfig
+
+        return LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size,
+            num_hidden_layers=self.num_layers,
+            num_attention_heads=self.num_heads,
+            num_key_value_heads=self.num_heads,
+            max_position_embeddings=MODEL_MAX_POSITIONS,
+            tie_word_embeddings=self.tie_word_embeddings,
+            bos_token_id=bos,
+            eos_token_id=eos,
+            pad_token_id=pad,
+            rope_theta=10000.0,
+        )
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings; `minutes` and/or `tokens` bound the run (whichever ends first)."""
+
+    minutes: float = 10.0
+    tokens: int | None = None
+    context: int = 256
+    batch_size: int = 8
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_fraction: float = 0.03
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    domains: tuple[str, ...] = DOMAINS
+    distill_weight: float = 0.9  # share of KL(p || q) in the loss when a teacher is given
+    checkpoint_minutes: float = 3.0
+    eval_windows: int = 32
+    seed: int = 0
+    threads: int = 2
+    bf16_autocast: bool = True  # bf16 matmuls on CPUs that have them (~1.5x); fp32 master weights
+
+
+PRESETS: dict[str, ModelPreset] = {
+    # ~10.7M parameters, deep and narrow: about 10 ms per single-token forward on a 2-core CPU,
+    # where batch-1 latency is dominated by per-layer overhead, so depth sets the cost ratio c.
+    "target": ModelPreset(hidden_size=256, num_layers=12, num_heads=4, intermediate_size=704),
+    # ~1M parameters: about 10x cheaper per forward than the target (c ~ 0.1).
+    "draft": ModelPreset(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=384),
+    # Same shape as "draft"; the training recipe (prose only) is what differs.
+    "draft-prose": ModelPreset(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=384),
+    # Optional sizes for the "alpha by draft size" plot.
+    "draft-small": ModelPreset(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=192),
+    "draft-large": ModelPreset(hidden_size=256, num_layers=3, num_heads=4, intermediate_size=704),
+    # For tests only: trains in a second.
+    "micro": ModelPreset(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64),
+}
+
+#: Default training recipe per preset (overridable on the command line).
+RECIPES: dict[str, TrainConfig] = {
+    "target": TrainConfig(minutes=22.0, lr=2e-3, batch_size=8),
+    "draft": TrainConfig(minutes=6.0, lr=4e-3, batch_size=8),
+    "draft-prose": TrainConfig(minutes=4.0, lr=4e-3, batch_size=8, domains=("prose",)),
+    "draft-small": TrainConfig(minutes=4.0, lr=5e-3, batch_size=8),
+    "draft-large": TrainConfig(minutes=6.0, lr=3e-3, batch_size=8),
+    "micro": TrainConfig(minutes=0.2, tokens=4096, context=32, batch_size=4, lr=1e-2),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Tokenizer.
+# --------------------------------------------------------------------------------------------
+
+
+def train_tokenizer(files: list[Path], out_dir: Path, vocab_size: int = 4096):
+    """Train a byte-level BPE on `files` and save it where `AutoTokenizer` can load it.
+
+    `EOT` is the only special token and serves as bos, eos and pad. Byte-level pre-tokenization
+    keeps every byte, so `decode(encode(text)) == text` holds for code, indentation included.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train([str(f) for f in files], trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=EOT, eos_token=EOT, pad_token=EOT, unk_token=None
+    )
+    fast.model_max_length = MODEL_MAX_POSITIONS
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(out_dir)
+    return fast
+
+
+def load_tokenizer(path: Path):
+    """`AutoTokenizer.from_pretrained` on a local directory (never the hub)."""
+    from transformers import AutoTokenizer
+
+    path = Path(path)
+    if not (path / "tokenizer.json").exists():
+        raise FileNotFoundError(
+            f"no tokenizer in {path}: train one with `python -m specdec_lab train --model ...` "
+            "(it builds data/corpus/ and the tokenizer first) or point --tokenizer at a model dir"
+        )
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def ensure_corpus_and_tokenizer(corpus_dir: Path, tokenizer_dir: Path, vocab_size: int = 4096):
+    """Build the corpus and the tokenizer if they are missing; return the tokenizer."""
+    corpus_dir = Path(corpus_dir)
+    if not (corpus_dir / "code_train.txt").exists():
+        sizes = build_corpus(corpus_dir)
+        (corpus_dir / "sizes.json").write_text(json.dumps(sizes, indent=1))
+    if not (Path(tokenizer_dir) / "tokenizer.json").exists():
+        files = [corpus_dir / f"{d}_train.txt" for d in DOMAINS]
+        return train_tokenizer(files, Path(tokenizer_dir), vocab_size)
+    return load_tokenizer(tokenizer_dir)
+
+
+def encode_corpus_file(tokenizer, path: Path) -> torch.Tensor:
+    """Token ids of a corpus file, documents separated by the eos id. Shape `(n_tokens,)`."""
+    from specdec_lab.corpus import read_documents
+
+    docs = read_documents(path)
+    ids: list[int] = []
+    for enc in tokenizer(docs, add_special_tokens=False)["input_ids"]:
+        ids.extend(enc)
+        ids.append(tokenizer.eos_token_id)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+# --------------------------------------------------------------------------------------------
+# Models, batches, metrics.
+# --------------------------------------------------------------------------------------------
+
+
+def build_model(preset: ModelPreset, tokenizer, seed: int = 0):
+    """A freshly initialised `LlamaForCausalLM` (float32) for `preset` and `tokenizer`."""
+    from transformers import LlamaForCausalLM
+
+    cfg = preset.llama_config(
+        len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+    )
+    # Initialisation draws from the global RNG inside transformers, so fork it to keep the
+    # caller's RNG state untouched while staying reproducible.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(cfg)
+    return model
+
+
+def count_params(model) -> int:
+    """Number of distinct parameters (tied embeddings counted once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def sample_batch(
+    tokens: torch.Tensor, batch_size: int, context: int, generator: torch.Generator
+) -> torch.Tensor:
+    """Random windows of `context + 1` tokens from `tokens` (n,). Returns `(batch_size, context+1)`."""
+    starts = torch.randint(0, len(tokens) - context - 1, (batch_size,), generator=generator)
+    return torch.stack([tokens[s : s + context + 1] for s in starts.tolist()])  # (B, T+1)
+
+
+def eval_windows(tokens: torch.Tensor, n: int, context: int) -> torch.Tensor:
+    """`n` evenly spaced, deterministic windows of `context` tokens. Shape `(n, context)`."""
+    n = max(1, min(n, (len(tokens) - 1) // context))
+    stride = (len(tokens) - context - 1) // n
+    return torch.stack([tokens[i * stride : i * stride + context] for i in range(n)])
+
+
+@torch.no_grad()
+def heldout_loss(
+    model, tokens: torch.Tensor, context: int = 256, n: int = 48, bs: int = 8
+) -> float:
+    """Mean next-token cross entropy (nats) of `model` on `n` fixed windows of `tokens`."""
+    model.eval()
+    windows = eval_windows(tokens, n, context + 1)  # (n, T+1)
+    total, count = 0.0, 0
+    for i in range(0, len(windows), bs):
+        w = windows[i : i + bs]
+        logits = model(input_ids=w[:, :-1]).logits.float()  # (b, T, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), w[:, 1:].flatten(), reduction="sum")
+        total, count = total + loss.item(), count + w[:, 1:].numel()
+    return total / count
+
+
+@torch.no_grad()
+def acceptance_alpha(
+    target, draft, tokens: torch.Tensor, context: int = 256, n: int = 32, bs: int = 8
+) -> dict[str, float]:
+    """Acceptance rate of draft q against target p on fixed windows of held-out `tokens`.
+
+    alpha = mean over positions of sum_x min(p(x), q(x)) = 1 - mean TV(p, q) at temperature 1
+    (Leviathan et al. 2023, eq. 1). Also returns `greedy_match`: how often argmax q == argmax p,
+    which is the per-token acceptance of greedy speculative decoding.
+    """
+    target.eval()
+    draft.eval()
+    windows = eval_windows(tokens, n, context)  # (n, T)
+    alphas, matches = [], []
+    for i in range(0, len(windows), bs):
+        w = windows[i : i + bs]
+        p = target(input_ids=w).logits.float().softmax(-1)  # (b, T, V)
+        q = draft(input_ids=w).logits.float().softmax(-1)  # (b, T, V)
+        alphas.append(torch.minimum(p, q).sum(-1).flatten())  # (b*T,)
+        matches.append((p.argmax(-1) == q.argmax(-1)).float().flatten())  # (b*T,)
+    return {
+        "alpha": torch.cat(alphas).mean().item(),
+        "greedy_match": torch.cat(matches).mean().item(),
+    }
+
+
+def _timed_forwards(models: list, k: int, prefix: int, reps: int) -> list[float]:
+    """Median ms of a cached k-token forward for each model, timings interleaved across models.
+
+    Interleaving makes a ratio of the medians robust to load that changes during the measurement
+    (other processes on a shared CPU).
+    """
+    from transformers import DynamicCache
+
+    gen = torch.Generator().manual_seed(0)
+    states = []
+    for model in models:
+        model.eval()
+        ids = torch.randint(0, model.config.vocab_size, (1, prefix + k), generator=gen)
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids[:, :prefix], cache=cache, use_cache=True)
+        states.append((model, ids, cache, []))
+    for r in range(reps + 5):
+        for model, ids, cache, times in states:
+            t0 = time.perf_counter()
+            model(input_ids=ids[:, prefix:], cache=cache, use_cache=True)
+            dt = time.perf_counter() - t0
+            cache.crop(-k)  # transformers 5: a negative number of tokens to remove
+            if r >= 5:  # warm-up calls are not timed
+                times.append(dt * 1e3)
+    return [statistics.median(s[3]) for s in states]
+
+
+@torch.no_grad()
+def forward_latency_ms(model, k: int = 1, prefix: int = 128, reps: int = 40) -> float:
+    """Median wall time (ms) of one cached forward over `k` new tokens after a `prefix`, batch 1.
+
+    The cache is cropped back after every call, so each timed forward sees the same prefix length.
+    Float32 on the CPU, with whatever `torch.get_num_threads()` is set to.
+    """
+    return _timed_forwards([model], k, prefix, reps)[0]
+
+
+@torch.no_grad()
+def cost_ratio(draft, target, k: int = 1, prefix: int = 128, reps: int = 60) -> dict[str, float]:
+    """c = t_draft / t_target from interleaved median forward latencies (batch 1, KV cache)."""
+    t_q, t_p = _timed_forwards([draft, target], k, prefix, reps)
+    return {"draft_ms": t_q, "target_ms": t_p, "c": t_q / t_p}
+
+
+def save_model(model, tokenizer, out_dir: Path, dtype: torch.dtype = torch.float16) -> None:
+    """Save model (cast to `dtype`), tokenizer and generation config in Hugging Face format."""
+    import copy
+
+    from transformers import GenerationConfig
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    to_save = copy.deepcopy(model).to(dtype)
+    to_save.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        do_sample=False,
+    )
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    to_save.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    for f in tmp.iterdir():  # replace file by file so a killed save never leaves a half model
+        f.replace(out_dir / f.name)
+    tmp.rmdir()
+
+
+def load_model(path: Path, dtype: torch.dtype = torch.float32):
+    """`AutoModelForCausalLM.from_pretrained` on a local directory, cast to `dtype` (float32)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    return model.eval()
+
+
+# --------------------------------------------------------------------------------------------
+# Training loop.
+# --------------------------------------------------------------------------------------------
+
+
+def lr_at(progress: float, cfg: TrainConfig) -> float:
+    """Linear warmup over `warmup_fraction`, then cosine decay to `min_lr_ratio * lr`."""
+    if progress < cfg.warmup_fraction:
+        return cfg.lr * max(progress / cfg.warmup_fraction, 0.01)
+    x = min(1.0, (progress - cfg.warmup_fraction) / (1 - cfg.warmup_fraction))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * x)))
+
+
+def train_model(
+    model,
+    tokenizer,
+    train_tokens: torch.Tensor,
+    cfg: TrainConfig,
+    out_dir: Path | None = None,
+    teacher=None,
+    progress: bool = True,
+) -> dict[str, object]:
+    """Train `model` in place on random windows of `train_tokens` (n,); return a log dict.
+
+    With a `teacher`, the loss is `distill_weight * KL(p_teacher || q_model) + (1 - w) * CE`,
+    i.e. the draft learns the target's whole next-token distribution, which is what alpha
+    rewards. Saves to `out_dir` every `checkpoint_minutes` and at the end.
+    """
+    torch.set_num_threads(cfg.threads)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0},
+        ],
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+    )
+    if teacher is not None:
+        teacher.eval()
+    budget_s = cfg.minutes * 60 if cfg.minutes else math.inf
+    tokens_per_step = cfg.batch_size * cfg.context
+    t_start = time.perf_counter()
+    last_ckpt = t_start
+    step, seen, losses = 0, 0, []
+    bar = tqdm(total=1000, desc="train", unit="‰", disable=not progress)
+    while True:
+        elapsed = time.perf_counter() - t_start
+        prog = elapsed / budget_s
+        if cfg.tokens:
+            prog = max(prog, seen / cfg.tokens)
+        if prog >= 1.0:
+            break
+        lr = lr_at(prog, cfg)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        model.train()
+        batch = sample_batch(train_tokens, cfg.batch_size, cfg.context, gen)  # (B, T+1)
+        x, y = batch[:, :-1], batch[:, 1:]  # (B, T) each
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
+            logits = model(input_ids=x).logits.float()  # (B, T, V)
+        ce = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+        loss = ce
+        if teacher is not None:
+            with (
+                torch.no_grad(),
+                torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast),
+            ):
+                p_logits = teacher(input_ids=x).logits.float()  # (B, T, V)
+            kl = F.kl_div(
+                F.log_softmax(logits, -1).flatten(0, 1),
+                F.log_softmax(p_logits, -1).flatten(0, 1),
+                log_target=True,
+                reduction="batchmean",
+            )
+            loss = cfg.distill_weight * kl + (1 - cfg.distill_weight) * ce
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        step += 1
+        seen += tokens_per_step
+        losses.append(ce.item())
+        bar.n = min(1000, int(prog * 1000))
+        bar.set_postfix(step=step, ce=f"{statistics.fmean(losses[-20:]):.3f}", lr=f"{lr:.1e}")
+        bar.refresh()
+        if out_dir is not None and time.perf_counter() - last_ckpt > cfg.checkpoint_minutes * 60:
+            save_model(model, tokenizer, out_dir)
+            last_ckpt = time.perf_counter()
+    bar.n = 1000
+    bar.close()
+    wall = time.perf_counter() - t_start
+    model.eval()
+    if out_dir is not None:
+        save_model(model, tokenizer, out_dir)
+    return {
+        "steps": step,
+        "tokens_seen": seen,
+        "wall_s": round(wall, 1),
+        "tokens_per_s": round(seen / max(wall, 1e-9), 1),
+        "first_train_ce": round(statistics.fmean(losses[:10]), 4) if losses else None,
+        "final_train_ce": round(statistics.fmean(losses[-50:]), 4) if losses else None,
+    }
+
+
+def update_log(log_path: Path, name: str, entry: dict[str, object]) -> None:
+    """Merge `entry` into `models[name]` of the JSON training log (new keys win)."""
+    log_path = Path(log_path)
+    log = json.loads(log_path.read_text()) if log_path.exists() else {}
+    models = log.setdefault("models", {})
+    models[name] = {**models.get(name, {}), **entry}
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(json.dumps(log, indent=1) + "\n")
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="specdec_lab train", description=__doc__.split("\n")[0])
+    ap.add_argument("--model", choices=sorted(PRESETS), required=True, help="preset name")
+    ap.add_argument("--out", type=Path, required=True, help="output model directory")
+    ap.add_argument("--minutes", type=float, help="wall-clock budget (default: the recipe's)")
+    ap.add_argument("--tokens", type=int, help="token budget (makes the run reproducible)")
+    ap.add_argument("--domains", nargs="+", choices=DOMAINS, help="training domains")
+    ap.add_argument("--distill-from", type=Path, help="teacher (target) model directory")
+    ap.add_argument("--distill-weight", type=float, help="weight of the KL term (default 0.9)")
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--batch-size", type=int)
+    ap.add_argument("--context", type=int)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-bf16", action="store_true", help="train in plain float32")
+    ap.add_argument("--corpus-dir", type=Path, default=DEFAULT_CORPUS_DIR)
+    ap.add_argument(
+        "--tokenizer",
+        type=Path,
+        help="tokenizer directory (default: the teacher's, else data/corpus/tokenizer, "
+        "trained if missing)",
+    )
+    ap.add_argument("--vocab-size", type=int, default=4096)
+    ap.add_argument("--log", type=Path, help="training log JSON (default: <out>/../training.json)")
+    ap.add_argument("--log-name", help="key in the log (default: the output directory's name)")
+    ap.add_argument(
+        "--alpha-against", type=Path, help="target to measure alpha against (default: teacher)"
+    )
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--init-from",
+        type=Path,
+        help="start from this checkpoint's weights instead of a fresh init (continue training)",
+    )
+    ap.add_argument(
+        "--eval-only",
+        action="store_true",
+        help="do not train: re-measure the model already in --out (loss, latency, alpha)",
+    )
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point: train one preset, save it, log its numbers. Returns 0."""
+    args = _parse(argv)
+    torch.set_num_threads(args.threads)
+    overrides = {
+        k: v
+        for k, v in {
+            "minutes": args.minutes,
+            "tokens": args.tokens,
+            "lr": args.lr,
+            "batch_size": args.batch_size,
+            "context": args.context,
+            "distill_weight": args.distill_weight,
+            "domains": tuple(args.domains) if args.domains else None,
+        }.items()
+        if v is not None
+    }
+    cfg = replace(
+        RECIPES[args.model],
+        seed=args.seed,
+        threads=args.threads,
+        bf16_autocast=not args.no_bf16,
+        **overrides,
+    )
+    if args.tokens is not None and args.minutes is None:
+        cfg = replace(cfg, minutes=0.0)
+    preset = PRESETS[args.model]
+
+    if args.eval_only:
+        tok_dir = args.out
+    else:
+        tok_dir = args.tokenizer or args.distill_from or DEFAULT_TOKENIZER_DIR
+    tokenizer = ensure_corpus_and_tokenizer(args.corpus_dir, tok_dir, args.vocab_size)
+    heldout = {
+        d: encode_corpus_file(tokenizer, args.corpus_dir / f"{d}_heldout.txt") for d in DOMAINS
+    }
+    if args.eval_only:
+        model = load_model(args.out)
+        entry: dict[str, object] = {"params": count_params(model)}
+    else:
+        train_tokens = torch.cat(
+            [encode_corpus_file(tokenizer, args.corpus_dir / f"{d}_train.txt") for d in cfg.domains]
+        )
+        teacher = load_model(args.distill_from) if args.distill_from else None
+        if args.init_from:
+            model = load_model(args.init_from).float().train()
+        else:
+            model = build_model(preset, tokenizer, seed=args.seed)
+        n_params = count_params(model)
+        print(f"{args.model}: {n_params / 1e6:.2f}M params, {len(train_tokens) / 1e6:.2f}M tokens")
+        result = train_model(
+            model, tokenizer, train_tokens, cfg, args.out, teacher, progress=not args.no_progress
+        )
+        entry = {
+            "preset": asdict(preset),
+            "train_config": asdict(cfg),
+            "params": n_params,
+            "distilled_from": str(args.distill_from) if args.distill_from else None,
+            "init_from": str(args.init_from) if args.init_from else None,
+            "train_tokens_available": len(train_tokens),
+            **result,
+            "command": "python -m specdec_lab train "
+            + " ".join(argv if argv is not None else sys.argv[1:]),
+        }
+    ctx = min(cfg.context, 256)
+    entry |= {
+        "heldout_ce": {
+            d: round(heldout_loss(model, t, ctx, cfg.eval_windows), 4) for d, t in heldout.items()
+        },
+        "latency_ms_k1": round(forward_latency_ms(model, k=1), 3),
+        "latency_ms_k8": round(forward_latency_ms(model, k=8), 3),
+        "disk_mb": round(sum(f.stat().st_size for f in args.out.iterdir()) / 1e6, 2),
+    }
+    p_dir = args.alpha_against or args.distill_from
+    if p_dir is not None:
+        target = load_model(p_dir)
+        entry["alpha_vs"] = str(p_dir)
+        entry["alpha"] = {
+            d: {k: round(v, 4) for k, v in acceptance_alpha(target, model, t, ctx).items()}
+            for d, t in heldout.items()
+        }
+        ratio = cost_ratio(model, target, k=1)
+        entry["c_draft_ms_k1"] = round(ratio["draft_ms"], 3)
+        entry["c_target_ms_k1"] = round(ratio["target_ms"], 3)
+        entry["c"] = round(ratio["c"], 4)
+    log_path = args.log or args.out.parent / "training.json"
+    update_log(log_path, args.log_name or args.out.name, entry)
+    print(json.dumps({k: v for k, v in entry.items() if k not in ("preset", "train_config")}))
+    return 0
