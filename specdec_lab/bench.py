@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from specdec_lab import decoding, profiling, theory
 from specdec_lab.models import MODELS_DIR, Pair, load_pair
-from specdec_lab.runtime import default_device, device_info, synchronize
+from specdec_lab.runtime import default_device, device_info, set_cpu_threads, synchronize
 
 RESULTS_DIR = MODELS_DIR.parent / "results"
 PROMPTS_DIR = MODELS_DIR.parent / "prompts"
@@ -218,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=BenchConfig.n_prompts)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI and dry runs")
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' own generate")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="CPU threads (default 1; 0 = torch's default)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON path (default data/results/)")
     args = parser.parse_args(argv)
     cfg = (
@@ -230,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = BenchConfig(**{**asdict(cfg), "hf": not args.no_hf, "domain": args.domain})
 
     device = default_device()
+    set_cpu_threads(args.threads or None)
     pair = load_pair(args.pair, device=device)
     prompts = [pair.encode(p["text"]) for p in load_prompts(cfg.domain, cfg.n_prompts)]
     info = device_info(device)

@@ -16,7 +16,7 @@ import torch
 from specdec_lab import decoding, mock
 from specdec_lab.decoding import Step
 from specdec_lab.models import MODELS_DIR, load_pair
-from specdec_lab.runtime import default_device, device_info
+from specdec_lab.runtime import default_device, device_info, set_cpu_threads
 
 GREEN, RED, BLUE, DIM, RESET = "\033[32m", "\033[31m", "\033[34m", "\033[2m", "\033[0m"
 
@@ -62,9 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     parser.add_argument("--top-k", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads", type=int, default=1, help="CPU threads (default 1; 0 = torch's default)"
+    )
     parser.add_argument("--no-color", action="store_true")
     args = parser.parse_args(argv)
     color = sys.stdout.isatty() and not args.no_color
+    set_cpu_threads(args.threads or None)
 
     use_mock = args.pair == "mock" or (
         args.pair == "embedded" and not (MODELS_DIR / "target" / "config.json").exists()
