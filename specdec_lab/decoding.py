@@ -51,6 +51,8 @@ class GenerationStats:
     draft_calls: int = 0
     new_tokens: int = 0
     wall_time: float = 0.0
+    draft_time: float = 0.0  # seconds inside the drafter (its forwards and sampling)
+    target_time: float = 0.0  # seconds inside target forwards
 
     @classmethod
     def merge(cls, runs: list[GenerationStats]) -> GenerationStats:
@@ -64,6 +66,8 @@ class GenerationStats:
             pooled.draft_calls += s.draft_calls
             pooled.new_tokens += s.new_tokens
             pooled.wall_time += s.wall_time
+            pooled.draft_time += s.draft_time
+            pooled.target_time += s.target_time
         return pooled
 
     @property
@@ -140,14 +144,20 @@ class ModelDrafter:
         tokens, q_probs = [], []
         for _ in range(gamma):
             logits = self.session.logits(ids)[-1]  # (V,)
-            q = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (V,)
-            x = logits.argmax() if cfg.greedy else sample(q, generator)
+            if cfg.greedy:  # q is one-hot at the argmax: skip processing on the hot path
+                x = logits.argmax()
+            else:
+                q = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (V,)
+                x = sample(q, generator)
+                q_probs.append(q)
             tokens.append(x)
-            q_probs.append(q)
             ids = torch.cat([ids, x[None]])
         if not tokens:
             return torch.empty(0, dtype=torch.long), torch.empty(0, self.vocab_size)
-        return torch.stack(tokens), torch.stack(q_probs)  # (γ,), (γ, V)
+        tokens = torch.stack(tokens)  # (γ,)
+        if cfg.greedy:
+            return tokens, torch.nn.functional.one_hot(tokens, self.vocab_size).float()
+        return tokens, torch.stack(q_probs)  # (γ,), (γ, V)
 
     def crop(self, length: int) -> None:
         self.session.crop(length)
@@ -174,7 +184,9 @@ def autoregressive_generate(
     start = time.perf_counter()
     prompt_len = ids.shape[0]
     while ids.shape[0] - prompt_len < max_new_tokens:
+        t0 = time.perf_counter()
         logits = target.logits(ids)[-1]  # (V,)
+        stats.target_time += time.perf_counter() - t0
         if cfg.greedy:
             x = logits.argmax()
         else:
@@ -232,10 +244,14 @@ def speculative_generate(
         g = min(gamma, remaining - 1)  # drafting past the token budget is wasted work
 
         # 1. Draft g tokens, keeping the distributions q they were sampled from.
+        t0 = time.perf_counter()
         draft_tokens, q_probs = drafter.propose(ids, g, cfg, generator)  # (g,), (g, V)
         g = draft_tokens.shape[0]  # a drafter may propose fewer (an n-gram table with no match)
         # 2. One target forward over the g+1 positions that follow the accepted prefix.
+        t1 = time.perf_counter()
         p_logits = p_model.logits(torch.cat([ids, draft_tokens]))[-(g + 1) :]  # (g+1, V)
+        stats.draft_time += t1 - t0
+        stats.target_time += time.perf_counter() - t1
         # 3. Accept a prefix of the drafts, then add one target token.
         if cfg.greedy:
             n, next_token = greedy_verify(draft_tokens, p_logits)
