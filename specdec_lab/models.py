@@ -141,8 +141,9 @@ def _load(kind: str, source: str, **kwargs):
     except OSError:
         pass
     if os.environ.get("HF_HUB_OFFLINE") == "1" or not _hub_reachable():
+        local_hint = "" if "/" in source else f" (nor is there a directory data/models/{source})"
         raise HubUnavailableError(
-            f"cannot download {source!r}: the Hugging Face hub is unreachable from this machine "
+            f"cannot download {source!r}{local_hint}: the Hugging Face hub is unreachable from this machine "
             "(and HF_HUB_OFFLINE may be set), so connect to the internet once to cache it, or use "
             "load_pair('embedded'), which ships in data/models/."
         ) from None
