@@ -112,4 +112,5 @@ def test_sample_size_bound() -> None:
     n = stats.samples_needed(0.05, 1e-6, 10)
     assert stats.tv_tolerance(n, 1e-6, 10) <= 0.05 < stats.tv_tolerance(n - 1, 1e-6, 10)
     assert 2**10 * math.exp(-2 * n * 0.05**2) <= 1e-6  # the bound P(TV ≥ t) ≤ 2^k e^(-2Nt²)
-    assert stats.power_lower_bound(0.3, 0.05, n, 10) > 1 - 1e-100
+    assert stats.power_lower_bound(0.3, 0.05, n, 10) > 1 - 1e-6
+    assert stats.power_lower_bound(0.05, 0.05, n, 10) == 0.0  # no power at the tolerance itself
