@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 lab: $(STAMP)  ## create .venv if needed, then open the course in JupyterLab
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: $(STAMP) lint  ## the whole suite: lint, pytest and every notebook under nbval
 	$(BIN)/python -m pytest -n 2 --dist loadscope --nbval-lax --nbval-current-env tests notebooks
