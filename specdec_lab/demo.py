@@ -1,7 +1,8 @@
 """`python -m specdec_lab demo`: watch speculative decoding happen in the terminal.
 
-Accepted draft tokens are printed in green, target corrections (a resample after a rejection) in
-red, and bonus tokens (every draft accepted, one token for free) in blue. Then the same prompt is
+Accepted draft tokens are printed in green, the rejected draft struck through in red (it is not
+kept), the target's correction after a rejection in blue, and bonus tokens (every draft
+accepted, one token for free) in purple: the palette of the notebooks' traces. Then the same prompt is
 decoded autoregressively and the two runs are compared.
 """
 
@@ -13,31 +14,38 @@ import sys
 
 import torch
 
-from specdec_lab import decoding, mock
+from specdec_lab import decoding, display, mock
 from specdec_lab.decoding import Step
 from specdec_lab.models import MODELS_DIR, load_pair
 from specdec_lab.runtime import default_device, device_info, set_cpu_threads
 
-GREEN, RED, BLUE, DIM, RESET = "\033[32m", "\033[31m", "\033[34m", "\033[2m", "\033[0m"
+DIM, RESET = "\033[2m", "\033[0m"
+
+
+def _style(kind: str) -> str:
+    """The terminal colour of a token kind, shared with the notebooks' traces."""
+    return f"\033[{display.ANSI[kind]}m"
 
 
 class _Streamer:
     """Prints each step's new text, colored by where the tokens came from."""
 
-    def __init__(self, decode, prompt_len: int, ids: list[int], color: bool) -> None:
+    def __init__(self, decode, ids: list[int], color: bool) -> None:
         self.decode, self.ids, self.color = decode, list(ids), color
         self.text = decode(self.ids)
-        self.prompt_len = prompt_len
 
-    def _emit(self, tokens: list[int], style: str) -> None:
+    def _emit(self, tokens: list[int], kind: str) -> None:
         self.ids += tokens
         text = self.decode(self.ids)
         new, self.text = text[len(self.text) :], text
-        sys.stdout.write(f"{style}{new}{RESET}" if self.color else new)
+        sys.stdout.write(f"{_style(kind)}{new}{RESET}" if self.color else new)
 
     def __call__(self, step: Step) -> None:
-        self._emit(step.draft_tokens[: step.n_accepted], GREEN)
-        self._emit([step.next_token], BLUE if step.bonus else RED)
+        self._emit(step.draft_tokens[: step.n_accepted], "accepted")
+        if self.color and not step.bonus:  # the rejected draft, struck through, not kept
+            rejected = self.decode([step.draft_tokens[step.n_accepted]])
+            sys.stdout.write(f"{_style('rejected')}{rejected}{RESET}")
+        self._emit([step.next_token], "bonus" if step.bonus else "correction")
         sys.stdout.flush()
 
 
@@ -93,8 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     if color:
         print(
-            f"legend: {GREEN}accepted draft{RESET}  {RED}target correction{RESET}  "
-            f"{BLUE}bonus token{RESET}\n"
+            "legend: "
+            + "  ".join(
+                f"{_style(k)}{display.LEGEND[k]}{RESET}"
+                for k in ("accepted", "rejected", "correction", "bonus")
+            )
+            + "\n"
         )
     sys.stdout.write(decode(ids))
     settings = dict(temperature=args.temperature, top_k=args.top_k, vocab_size=vocab_size)
@@ -105,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         args.max_new_tokens,
         args.gamma,
         generator=torch.Generator().manual_seed(args.seed),
-        on_step=_Streamer(decode, len(ids), ids.tolist(), color),
+        on_step=_Streamer(decode, ids.tolist(), color),
         **settings,
     )
     print("\n")
@@ -128,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.temperature == 0:
         summary["identical to greedy target output"] = bool(torch.equal(spec.tokens, ar.tokens))
+    if use_mock:
+        print(
+            "  (mock models cost nothing to run, so expect no speedup here: the embedded pair shows one)"
+        )
     width = max(map(len, summary))
     for key, value in summary.items():
         print(f"  {key:<{width}}  {value}")

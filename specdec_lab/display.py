@@ -39,7 +39,7 @@ _HTML_STYLE = {
     "correction": "color:#0969da; background:rgba(9,105,218,0.12); font-weight:bold",
     "bonus": "color:#8250df; background:rgba(130,80,223,0.12); font-weight:bold",
 }
-_ANSI = {  # SGR codes: 9 = strike-through, 1 = bold
+ANSI = {  # SGR codes: 9 = strike-through, 1 = bold
     "accepted": "32",
     "rejected": "31;9",
     "discarded": "90;9",
@@ -53,7 +53,7 @@ _PLAIN = {  # how `str(trace)` marks each kind without colour
     "correction": "[{}]",
     "bonus": "<{}>",
 }
-_LEGEND = {
+LEGEND = {
     "accepted": "accepted draft",
     "rejected": "rejected draft",
     "discarded": "discarded draft",
@@ -116,14 +116,14 @@ class Trace:
         """Text with ANSI colour codes, for `print` in a terminal."""
         prompt = f"\x1b[2m{self.prompt}\x1b[0m" if self.prompt else ""
         return self._join(
-            lambda p: f"\x1b[{_ANSI[p.kind]}m{p.text}\x1b[0m", "\x1b[90m|\x1b[0m", prompt
+            lambda p: f"\x1b[{ANSI[p.kind]}m{p.text}\x1b[0m", "\x1b[90m|\x1b[0m", prompt
         )
 
     def html(self) -> str:
         """A self-contained HTML fragment (inline styles only) with a legend of counts."""
 
         def span(p: Piece) -> str:
-            title = f"step {p.step}: {_LEGEND[p.kind]}"
+            title = f"step {p.step}: {LEGEND[p.kind]}"
             return (
                 f'<span style="{_HTML_STYLE[p.kind]}; border-radius:3px; padding:0 1px" '
                 f'title="{title}">{html.escape(p.text)}</span>'
@@ -136,7 +136,7 @@ class Trace:
         body = self._join(span, bar, prompt)
         counts = self.counts()
         legend = " · ".join(
-            f'<span style="{_HTML_STYLE[k]}">{_LEGEND[k]}</span> {counts[k]}' for k in KINDS
+            f'<span style="{_HTML_STYLE[k]}">{LEGEND[k]}</span> {counts[k]}' for k in KINDS
         )
         return (
             '<div style="font-family:monospace; line-height:1.9; white-space:pre-wrap">'
