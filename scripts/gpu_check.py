@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from specdec_lab import profiling, runtime
+from specdec_lab import profiling, runtime, theory
 
 RESULTS = Path(__file__).resolve().parents[1] / "data" / "results"
 
@@ -76,7 +76,7 @@ def profile(device: torch.device, smoke: bool) -> dict:
         "c": t_draft / t1[0],
         "verify_cost": tv[0] / t1[0],
         "predicted_speedup": {
-            str(a): profiling.speculative_speedup(a, gamma, t_draft / t1[0], tv[0] / t1[0])
+            str(a): theory.speedup(a, gamma, t_draft / t1[0], tv[0] / t1[0])
             for a in (0.6, 0.7, 0.8)
         },
     }

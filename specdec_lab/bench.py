@@ -176,9 +176,7 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
             row.verify_cost = pooled.target_time / pooled.target_calls / t_target
             alpha = min(row.alpha, 1 - 1e-9)
             row.predicted = theory.speedup(alpha, row.gamma, row.c)
-            row.predicted_verify = profiling.speculative_speedup(
-                alpha, row.gamma, row.c, row.verify_cost
-            )
+            row.predicted_verify = theory.speedup(alpha, row.gamma, row.c, row.verify_cost)
     best = max((r for r in rows if r.gamma), key=lambda r: r.tokens_per_s)
     return rows, measure_c(pair, best.gamma)
 

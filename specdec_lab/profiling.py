@@ -14,7 +14,7 @@ being true on the device at hand.
   `latency_sweep` over several k.
 - Roofline: `param_count`, `forward_flops`, `forward_bytes`, `arithmetic_intensity`,
   `ridge_point`, `roofline_time` / `roofline_latency`, `find_knee`, `plot_roofline`,
-  `speculative_speedup`.
+  and `theory.speedup` for the speedup with a measured verification cost.
 - Records: `save_results` / `load_results` / `load_recorded` (JSON with `runtime.device_info`).
 
 Units: times in seconds, bandwidth in GB/s (1e9 bytes/s), compute in FLOP/s (one multiply-add is
@@ -42,7 +42,6 @@ import contextlib
 import copy
 import datetime
 import json
-import math
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -52,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from specdec_lab import runtime, theory
+from specdec_lab import runtime
 
 if TYPE_CHECKING:  # transformers' model classes take seconds to import: load them on first use
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -489,19 +488,6 @@ def find_knee(ks: Sequence[int], latencies: Sequence[float], tol: float = 0.1) -
             break
         knee = k
     return knee
-
-
-def speculative_speedup(alpha: float, gamma: int, c: float, verify_cost: float = 1.0) -> float:
-    """Expected walltime improvement of speculative decoding over plain target decoding.
-
-    Leviathan et al. (2211.17192), Thm 3.8: (1 − α^(γ+1)) / ((1 − α)(γc + 1)), with c the
-    draft/target step-time ratio (`theory.speedup`). Departure from the paper: the paper assumes
-    the target's forward over γ+1 tokens costs the same as over 1 token; `verify_cost` =
-    t(k=γ+1)/t(k=1) replaces that "+1" with the measured ratio (verify_cost = 1 recovers it).
-    """
-    if not (verify_cost > 0 and math.isfinite(verify_cost)):
-        raise ValueError(f"verify_cost must be a finite number > 0, got {verify_cost!r}")
-    return theory.expected_tokens(alpha, gamma) / (gamma * c + verify_cost)
 
 
 @dataclass

@@ -136,20 +136,18 @@ def test_ridge_and_roofline_time():
     assert t == pytest.approx(max(19968 / 1e6, 6656 / 1e3))
 
 
-def test_speculative_speedup():
+def test_speedup_with_measured_verify_cost():
     alpha, gamma, c = 0.8, 4, 0.05
     paper = (1 - alpha ** (gamma + 1)) / ((1 - alpha) * (gamma * c + 1))
-    assert profiling.speculative_speedup(alpha, gamma, c) == pytest.approx(paper)
-    assert profiling.speculative_speedup(0.0, gamma, c) == pytest.approx(1 / (gamma * c + 1))
-    assert profiling.speculative_speedup(alpha, gamma, c) == pytest.approx(
-        theory.speedup(alpha, gamma, c)
-    )
-    slower = profiling.speculative_speedup(alpha, gamma, c, verify_cost=2.0)
+    assert theory.speedup(alpha, gamma, c) == pytest.approx(paper)
+    assert theory.speedup(0.0, gamma, c) == pytest.approx(1 / (gamma * c + 1))
+    assert theory.speedup(alpha, gamma, c) == pytest.approx(theory.speedup(alpha, gamma, c))
+    slower = theory.speedup(alpha, gamma, c, verify_cost=2.0)
     assert slower == pytest.approx(paper * (gamma * c + 1) / (gamma * c + 2))
-    assert profiling.speculative_speedup(1.0, gamma, c, 1.5) == pytest.approx(5 / (4 * c + 1.5))
+    assert theory.speedup(1.0, gamma, c, 1.5) == pytest.approx(5 / (4 * c + 1.5))
     for bad in [dict(alpha=1.5), dict(verify_cost=0.0), dict(verify_cost=float("nan"))]:
         with pytest.raises(ValueError):
-            profiling.speculative_speedup(**{"alpha": alpha, "gamma": gamma, "c": c, **bad})
+            theory.speedup(**{"alpha": alpha, "gamma": gamma, "c": c, **bad})
 
 
 def test_plot_roofline_returns_data_and_closes():
