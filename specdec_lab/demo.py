@@ -9,12 +9,12 @@ decoded autoregressively and the two runs are compared.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import torch
 
 from specdec_lab import decoding, display, mock
+from specdec_lab.bench import load_prompts
 from specdec_lab.decoding import Step
 from specdec_lab.models import MODELS_DIR, load_pair
 from specdec_lab.runtime import default_device, device_info, set_cpu_threads
@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
             pair.vocab_size,
             pair.describe(),
         )
-        ids = pair.encode(args.prompt if args.prompt is not None else _default_prompt())
+        ids = pair.encode(
+            args.prompt if args.prompt is not None else load_prompts("code", 1)[0]["text"]
+        )
 
     info = device_info()
     print(
@@ -148,9 +150,3 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in summary.items():
         print(f"  {key:<{width}}  {value}")
     return 0
-
-
-def _default_prompt() -> str:
-    path = MODELS_DIR.parent / "prompts" / "code.jsonl"
-    first = path.read_text().splitlines()[0]
-    return json.loads(first)["text"]

@@ -98,9 +98,7 @@ def load_pair(
     if name not in PAIRS:
         raise ValueError(f"unknown pair {name!r}; choose one of {sorted(PAIRS)}")
     spec = PAIRS[name]
-    device = torch.device(device) if device is not None else default_device()
-    if dtype is None:
-        dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    device, dtype = _device_and_dtype(device, dtype)
     draft_src = spec.draft if draft is None else _resolve_local(draft)
     tokenizer = _load("tokenizer", spec.target)
     target = _load("model", spec.target, dtype=dtype).to(device).eval()
@@ -115,9 +113,16 @@ def load_pair(
 
 def load_model(source: str, device: torch.device | str | None = None, dtype=None):
     """One causal LM from a hub id, a directory, or a directory name in data/models/."""
-    device = torch.device(device) if device is not None else default_device()
-    dtype = dtype or (torch.float32 if device.type == "cpu" else torch.bfloat16)
+    device, dtype = _device_and_dtype(device, dtype)
     return _load("model", _resolve_local(source), dtype=dtype).to(device).eval()
+
+
+def _device_and_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
+    """Defaults: the best device; float32 on the CPU (exact greedy checks), bfloat16 elsewhere."""
+    device = torch.device(device) if device is not None else default_device()
+    if dtype is None:
+        dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    return device, dtype
 
 
 def _resolve_local(source: str) -> str:

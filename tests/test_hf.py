@@ -1,7 +1,6 @@
 """Speculative decoding on transformers models: KV-cache rollback, greedy exactness against
 `model.generate`, sampling equivalence, and the offline behaviour of `load_pair`."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specdec_lab import broken, decoding, models, stats
+from specdec_lab.bench import load_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = 16
@@ -146,15 +146,8 @@ def test_embedded_pair_loads_offline(monkeypatch, embedded) -> None:
     assert pair.draft.num_parameters() < pair.target.num_parameters() / 5
 
 
-def _prompts() -> list[dict]:
-    rows = []
-    for path in sorted((ROOT / "data" / "prompts").glob("*.jsonl")):
-        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return rows
-
-
 @needs_embedded
-@pytest.mark.parametrize("row", _prompts(), ids=lambda r: r["id"])
+@pytest.mark.parametrize("row", load_prompts("code") + load_prompts("prose"), ids=lambda r: r["id"])
 def test_embedded_greedy_exact_on_every_shipped_prompt(embedded, row) -> None:
     ids = embedded.encode(row["text"])
     expected = embedded.target.generate(
