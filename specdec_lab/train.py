@@ -174,10 +174,12 @@ def load_tokenizer(path: Path):
 
 
 def ensure_corpus_and_tokenizer(corpus_dir: Path, tokenizer_dir: Path, vocab_size: int = 4096):
-    """Build the corpus and the tokenizer if they are missing; return the tokenizer."""
+    """Build the corpus (stdlib + installed packages) and the tokenizer if they are missing."""
+    from specdec_lab.corpus import site_packages_root
+
     corpus_dir = Path(corpus_dir)
     if not (corpus_dir / "code_train.txt").exists():
-        sizes = build_corpus(corpus_dir)
+        sizes = build_corpus(corpus_dir, packages_root=site_packages_root())
         (corpus_dir / "sizes.json").write_text(json.dumps(sizes, indent=1))
     if not (Path(tokenizer_dir) / "tokenizer.json").exists():
         files = [corpus_dir / f"{d}_train.txt" for d in DOMAINS]
@@ -186,15 +188,28 @@ def ensure_corpus_and_tokenizer(corpus_dir: Path, tokenizer_dir: Path, vocab_siz
 
 
 def encode_corpus_file(tokenizer, path: Path) -> torch.Tensor:
-    """Token ids of a corpus file, documents separated by the eos id. Shape `(n_tokens,)`."""
+    """Token ids of a corpus file, documents separated by the eos id. Shape `(n_tokens,)`.
+
+    The ids are cached next to the file (keyed by the tokenizer's vocabulary), so a resumed or
+    repeated run does not re-tokenize tens of megabytes.
+    """
+    import hashlib
+
     from specdec_lab.corpus import read_documents
 
+    path = Path(path)
+    key = hashlib.sha1(json.dumps(tokenizer.get_vocab(), sort_keys=True).encode()).hexdigest()[:10]
+    cache = path.with_name(f"{path.stem}.{key}.ids.pt")
+    if cache.exists() and cache.stat().st_mtime >= path.stat().st_mtime:
+        return torch.load(cache)
     docs = read_documents(path)
     ids: list[int] = []
     for enc in tokenizer(docs, add_special_tokens=False)["input_ids"]:
         ids.extend(enc)
         ids.append(tokenizer.eos_token_id)
-    return torch.tensor(ids, dtype=torch.long)
+    out = torch.tensor(ids, dtype=torch.int32 if len(tokenizer) < 2**31 else torch.long)
+    torch.save(out, cache)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,14 +242,14 @@ def sample_batch(
 ) -> torch.Tensor:
     """Random windows of `context + 1` tokens from `tokens` (n,). Returns `(batch_size, context+1)`."""
     starts = torch.randint(0, len(tokens) - context - 1, (batch_size,), generator=generator)
-    return torch.stack([tokens[s : s + context + 1] for s in starts.tolist()])  # (B, T+1)
+    return torch.stack([tokens[s : s + context + 1] for s in starts.tolist()]).long()  # (B, T+1)
 
 
 def eval_windows(tokens: torch.Tensor, n: int, context: int) -> torch.Tensor:
     """`n` evenly spaced, deterministic windows of `context` tokens. Shape `(n, context)`."""
     n = max(1, min(n, (len(tokens) - 1) // context))
     stride = (len(tokens) - context - 1) // n
-    return torch.stack([tokens[i * stride : i * stride + context] for i in range(n)])
+    return torch.stack([tokens[i * stride : i * stride + context] for i in range(n)]).long()
 
 
 @torch.no_grad()
@@ -376,12 +391,15 @@ def train_model(
     out_dir: Path | None = None,
     teacher=None,
     progress: bool = True,
+    resume: bool = False,
 ) -> dict[str, object]:
     """Train `model` in place on random windows of `train_tokens` (n,); return a log dict.
 
     With a `teacher`, the loss is `distill_weight * KL(p_teacher || q_model) + (1 - w) * CE`,
     i.e. the draft learns the target's whole next-token distribution, which is what alpha
-    rewards. Saves to `out_dir` every `checkpoint_minutes` and at the end.
+    rewards. Every `checkpoint_minutes` it saves the model to `out_dir` and the full training
+    state (fp32 weights, optimizer, RNG, elapsed time, tokens seen) to `<out_dir>.state.pt`; with
+    `resume=True` a killed run continues from that state, on the same schedule.
     """
     torch.set_num_threads(cfg.threads)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -399,9 +417,29 @@ def train_model(
         teacher.eval()
     budget_s = cfg.minutes * 60 if cfg.minutes else math.inf
     tokens_per_step = cfg.batch_size * cfg.context
-    t_start = time.perf_counter()
-    last_ckpt = t_start
-    step, seen, losses = 0, 0, []
+    state_path = Path(f"{out_dir}.state.pt") if out_dir is not None else None
+    step, seen, losses, curve, done_s = 0, 0, [], [], 0.0
+    if resume and state_path is not None and state_path.exists():
+        state = torch.load(state_path, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        gen.set_state(state["gen"])
+        step, seen, losses, curve, done_s = (
+            state[k] for k in ("step", "seen", "losses", "curve", "elapsed")
+        )
+        print(f"resumed from {state_path}: step {step}, {seen:,} tokens, {done_s / 60:.1f} min")
+    t_start = time.perf_counter() - done_s
+    last_ckpt = time.perf_counter()
+
+    def checkpoint() -> None:
+        save_model(model, tokenizer, out_dir)
+        elapsed = time.perf_counter() - t_start
+        curve.append({"s": round(elapsed), "tokens": seen, "ce": statistics.fmean(losses[-50:])})
+        state = {"model": model.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state()}
+        state |= {"step": step, "seen": seen, "losses": losses[-200:], "curve": curve}
+        torch.save(state | {"elapsed": elapsed}, f"{state_path}.tmp")
+        Path(f"{state_path}.tmp").replace(state_path)  # atomic: a kill never corrupts it
+
     bar = tqdm(total=1000, desc="train", unit="‰", disable=not progress)
     while True:
         elapsed = time.perf_counter() - t_start
@@ -444,15 +482,16 @@ def train_model(
         bar.set_postfix(step=step, ce=f"{statistics.fmean(losses[-20:]):.3f}", lr=f"{lr:.1e}")
         bar.refresh()
         if out_dir is not None and time.perf_counter() - last_ckpt > cfg.checkpoint_minutes * 60:
-            save_model(model, tokenizer, out_dir)
+            checkpoint()
             last_ckpt = time.perf_counter()
     bar.n = 1000
     bar.close()
     wall = time.perf_counter() - t_start
     model.eval()
     if out_dir is not None:
-        save_model(model, tokenizer, out_dir)
+        checkpoint()
     return {
+        "curve": curve,
         "steps": step,
         "tokens_seen": seen,
         "wall_s": round(wall, 1),
@@ -501,6 +540,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--alpha-against", type=Path, help="target to measure alpha against (default: teacher)"
     )
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--resume", action="store_true", help="continue from <out>.state.pt if a run left one"
+    )
     ap.add_argument(
         "--init-from",
         type=Path,
@@ -565,7 +607,14 @@ def main(argv: list[str] | None = None) -> int:
         n_params = count_params(model)
         print(f"{args.model}: {n_params / 1e6:.2f}M params, {len(train_tokens) / 1e6:.2f}M tokens")
         result = train_model(
-            model, tokenizer, train_tokens, cfg, args.out, teacher, progress=not args.no_progress
+            model,
+            tokenizer,
+            train_tokens,
+            cfg,
+            args.out,
+            teacher,
+            progress=not args.no_progress,
+            resume=args.resume,
         )
         entry = {
             "preset": asdict(preset),
