@@ -1,9 +1,13 @@
 """Student notebooks: generated from the solutions, up to date, failing exactly at the stubs.
 
 The execution test runs every student notebook once (about as long as nbval takes on its
-solution); `make test` includes it, so the suite covers solution and student notebooks.
+solution), with a probe after each check cell: the check must also fail on every wrong answer
+declared in tests/wrong_answers/<notebook>.py, and on everything the student notebook defines
+outside the solution regions (no solution in plain sight). `make test` includes it, so the suite
+covers solution and student notebooks.
 """
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +20,7 @@ from specdec_lab import exercises
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
+WRONG_ANSWERS = ROOT / "tests" / "wrong_answers"
 BIN = Path(sys.executable).parent
 
 SOLUTION = '''\
@@ -148,6 +153,95 @@ def test_a_region_needs_a_heading_and_headings_need_a_title() -> None:
     )
 
 
+def test_exercise_numbers_may_name_their_notebook() -> None:
+    cell = new_markdown_cell("### Exercise 2.3: the loop\n\n### Exercise 7: optimal γ")
+    assert exercises.headings(cell) == [("2.3", "the loop"), ("7", "optimal γ")]
+    with pytest.raises(exercises.ExerciseError, match="malformed heading"):
+        exercises.headings(new_markdown_cell("### Exercise 2.: no"))
+
+
+def test_answer_names_are_what_the_regions_define() -> None:
+    assert exercises.answer_names(SOLUTION) == ["expected_tokens", "Drafter"]  # not `math`
+    source = "LIMIT = 3\n### BEGIN SOLUTION\nanswer, (b, c) = 1, (2, 3)\n### END SOLUTION\n"
+    assert exercises.answer_names(source) == ["answer", "b", "c"]  # LIMIT is outside the region
+    cells = exercises.exercise_cells(course_notebook())
+    assert cells == [("3", ["expected_tokens", "Drafter"], 5)]  # Exercise 4 has no check cell
+
+
+PROBED_CHECK = 'assert f(2) == 4, "Exercise 9: f(2) should be 4"\nSIDE = torch.rand(1)'
+
+
+def probe_namespace() -> dict:
+    """A notebook's variables, as the kernel holds them: defined in module __main__."""
+    namespace = {"__name__": "__main__"}
+    exec(
+        "import torch\n"
+        "gen = torch.Generator().manual_seed(0)\n"
+        "def f(x):\n    raise NotImplementedError('Exercise 9: square')\n"
+        "def square(x):\n    return x * x\n"  # a solution in plain sight
+        "def double(x):\n    return 2 * x\n"
+        "FOUR = 4\n",
+        namespace,
+    )
+    return namespace
+
+
+def test_run_check_reports_and_restores() -> None:
+    import torch
+
+    namespace = probe_namespace()
+    before, gen_state, torch_state = (
+        dict(namespace),
+        namespace["gen"].get_state(),
+        torch.get_rng_state(),
+    )
+    assert exercises.run_check(namespace, PROBED_CHECK, {"f": namespace["square"]}) == "passed"
+    outcome = exercises.run_check(namespace, PROBED_CHECK, {"f": lambda x: x + 1})
+    assert outcome == "AssertionError: Exercise 9: f(2) should be 4"
+    assert exercises.run_check(namespace, "torch.rand(3, generator=gen)\n1 / 0", {}).startswith(
+        "ZeroDivisionError"
+    )
+    assert namespace == before and "SIDE" not in namespace  # variables restored...
+    assert torch.equal(namespace["gen"].get_state(), gen_state)  # ...and generators
+    assert torch.equal(torch.get_rng_state(), torch_state)
+    assert exercises.run_check(namespace, "while True: pass", {}, timeout=0.2).startswith(
+        "TimeoutError"
+    )
+
+
+def test_probe_finds_wrong_answers_and_plain_sight_solutions(tmp_path: Path, capsys) -> None:
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(
+        "def off_by_one(x):\n    return x * x + 1\n\n"
+        'WRONG_ANSWERS = {"9": {"off by one": off_by_one, "named": {"f": abs}}}\n'
+    )
+    report = exercises.probe(probe_namespace(), "9", ["f"], PROBED_CHECK, wrong)
+    assert report["wrong"] == {
+        "off by one": "AssertionError: Exercise 9: f(2) should be 4",
+        "named": "AssertionError: Exercise 9: f(2) should be 4",
+    }
+    assert report["plain_sight"]["square as f"] == "passed"  # caught: the notebook solves it
+    assert report["plain_sight"]["double as f"] == "passed"  # (2 * 2 == 4: a weak check)
+    assert set(report["plain_sight"]) == {"square as f", "double as f"}  # not gen, FOUR, torch
+    printed = capsys.readouterr().out
+    assert printed.startswith(exercises.PROBE_MARK) and json.loads(printed.split(" ", 1)[1])
+    # A value answer: the stub leaves it unbound, so the candidates are the notebook's numbers.
+    value = exercises.probe(probe_namespace(), "9", ["g"], 'assert g == 4, "Exercise 9"', None)
+    assert value["wrong"] == {} and value["plain_sight"] == {"FOUR as g": "passed"}
+
+
+def test_with_probes_inserts_one_probe_after_each_check(tmp_path: Path) -> None:
+    probed = exercises.with_probes(course_notebook(), "notebooks/04_x.ipynb", tmp_path / "w.py")
+    plain = exercises.make_student(course_notebook(), "notebooks/04_x.ipynb")
+    assert len(probed.cells) == len(plain.cells) + 1
+    assert exercises.CHECK_TAG in probed.cells[6].metadata["tags"]
+    probe = probed.cells[7].source
+    assert "_exercises.probe(globals(), '3', ['expected_tokens', 'Drafter']" in probe
+    assert str((tmp_path / "w.py").resolve()) in probe
+    compile(probe, "<probe>", "exec")
+    assert [c.id for c in probed.cells] == [str(i) for i in range(len(probed.cells))]
+
+
 def test_stub_messages_are_valid_python_strings() -> None:
     for title in ["plain", "it's", 'say "γ"', "both ' and \"", "back\\slash"]:
         assert eval(exercises.python_string(title)) == title
@@ -186,8 +280,8 @@ def test_generate_check_and_list(tmp_path: Path) -> None:
     ]
 
     assert exercises.list_exercises(src) == [
-        (3, "tokens per call", "04_speedup.ipynb"),
-        (4, "a top-level answer", "04_speedup.ipynb"),
+        ("3", "tokens per call", "04_speedup.ipynb"),
+        ("4", "a top-level answer", "04_speedup.ipynb"),
     ]
     write(course_notebook(), src / "05_copy.ipynb")
     with pytest.raises(exercises.ExerciseError, match="Exercise 3 appears twice"):
@@ -260,14 +354,47 @@ def error_names(cell) -> list[str]:
     return [o.ename for o in cell.get("outputs", []) if o.output_type == "error"]
 
 
+def wrong_answers_file(name: str) -> Path:
+    return WRONG_ANSWERS / f"{Path(name).stem}.py"
+
+
 @pytest.mark.parametrize("name", EXERCISE_NOTEBOOKS)
-def test_student_notebook_fails_only_at_the_stubs(name: str) -> None:
+def test_wrong_answers_name_real_exercises(name: str) -> None:
+    """Every exercise declares wrong answers, and no declared exercise is stale."""
+    numbers = {ex.number for ex in exercises.exercise_cells(nbformat.read(NOTEBOOKS / name, 4))}
+    declared = exercises.load_wrong_answers(wrong_answers_file(name))
+    assert set(declared) == numbers, (
+        f"{wrong_answers_file(name).relative_to(ROOT)} must declare WRONG_ANSWERS for exactly "
+        f"the exercises {sorted(numbers)}, it declares {sorted(declared)}"
+    )
+    assert all(declared.values()), "every exercise needs at least one wrong answer"
+
+
+@pytest.mark.parametrize("name", EXERCISE_NOTEBOOKS)
+def test_student_notebook_fails_at_the_stubs_and_on_wrong_answers(name: str) -> None:
     """Run the student notebook: any error but NotImplementedError fails (nbclient raises), and
     every check cell must fail on its stub. (That the same check cells pass on the solution is
-    checked by nbval, which runs every solution notebook in `make test`.)"""
-    student = exercises.make_student(nbformat.read(NOTEBOOKS / name, 4))
+    checked by nbval, which runs every solution notebook in `make test`.)
+
+    The probe after each check cell re-runs it on each declared wrong answer, which must fail
+    with an AssertionError naming the exercise, and on each function or class (or number) that
+    the student notebook defines outside the solution regions, none of which may pass."""
+    solution = nbformat.read(NOTEBOOKS / name, 4)
+    student = exercises.with_probes(solution, f"notebooks/{name}", wrong_answers_file(name))
     executed = execute(student, allow_error_names=["NotImplementedError"])
     checks = check_cells(executed)
     assert checks
     for cell in checks:
         assert error_names(cell) == ["NotImplementedError"], cell.source
+
+    reports = {r["number"]: r for r in exercises.probe_reports(executed)}
+    assert set(reports) == {ex.number for ex in exercises.exercise_cells(solution)}
+    for number, report in reports.items():
+        assert report["wrong"], f"Exercise {number}: no wrong answers in {wrong_answers_file(name)}"
+        for label, outcome in report["wrong"].items():
+            assert outcome.startswith("AssertionError") and f"Exercise {number}" in outcome, (
+                f"Exercise {number}: the check does not reject the wrong answer {label!r} with "
+                f"an 'Exercise {number}: ...' AssertionError; it gave: {outcome}"
+            )
+        leaks = [label for label, outcome in report["plain_sight"].items() if outcome == "passed"]
+        assert not leaks, f"Exercise {number} is solved in plain sight by: {leaks}"
