@@ -11,6 +11,7 @@ Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ 
   total variation (TV) distance against the sample size with its 1/√N bound. They draw onto the
   `ax` they are given (the caller owns and shows the figure), or onto a new figure that is closed
   before returning, and they return the plotted numbers so notebooks assert on data, not pixels.
+- `plain_log_ticks(ax)` labels log axes with plain numbers.
 
 Nothing here changes a result or draws random numbers.
 """
@@ -301,6 +302,27 @@ def plot_tv_vs_n(
     return TVPlot(ns=ns, curves=curves, bound=bound, delta=delta, n_outcomes=n_outcomes)
 
 
+# --------------------------------------------------------------------------------------------
+# Axes
+# --------------------------------------------------------------------------------------------
+
+
+def plain_log_ticks(ax: Any, axis: str = "both") -> None:
+    """Label a log axis with plain numbers (0.5, 2, 4, 64) instead of 2⁶ or 4×10⁰.
+
+    Major and minor ticks get the same `{:g}` labels; `axis` is "x", "y" or "both".
+    """
+    from matplotlib.ticker import FuncFormatter
+
+    if axis not in ("x", "y", "both"):
+        raise ValueError(f"axis must be 'x', 'y' or 'both', got {axis!r}")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    for name in ("x", "y") if axis == "both" else (axis,):
+        which = ax.xaxis if name == "x" else ax.yaxis
+        which.set_major_formatter(plain)
+        which.set_minor_formatter(plain)
+
+
 __all__ = [
     "KINDS",
     "OUTPUT_KINDS",
@@ -309,6 +331,7 @@ __all__ = [
     "TVPlot",
     "Trace",
     "plot_law",
+    "plain_log_ticks",
     "plot_tv_vs_n",
     "prefix_tv",
     "trace",

@@ -125,3 +125,19 @@ def test_trace_repr_is_short_and_readable() -> None:
     text = repr(display.trace(STEPS))
     assert text.startswith("Trace(accepted 3, rejected 1, discarded 1, correction 1, bonus 2)")
     assert text.endswith(str(display.trace(STEPS)))
+
+
+def test_plain_log_ticks_label_without_powers() -> None:
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 4, 64], [1, 1.5, 4, 9])
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    display.plain_log_ticks(ax)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
+    labels += [t.get_text() for t in ax.get_yticklabels(minor=True)]
+    plt.close(fig)
+    assert "64" in labels and "4" in labels
+    assert not any("^" in s or "×" in s or "times" in s for s in labels), labels
+    with pytest.raises(ValueError, match="axis"):
+        display.plain_log_ticks(ax, "z")
