@@ -12,6 +12,7 @@ import torch
 from specdec_lab.decoding import ModelDrafter
 from specdec_lab.lm import open_session
 from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
+from specdec_lab.verify import first_rejection
 
 
 def always_accept(draft_tokens, q_probs, p_probs, generator=None) -> tuple[int, torch.Tensor]:
@@ -20,17 +21,9 @@ def always_accept(draft_tokens, q_probs, p_probs, generator=None) -> tuple[int, 
     return gamma, sample(p_probs[gamma], generator)
 
 
-def _first_rejection(draft_tokens, q_probs, p_probs, generator) -> int:
-    gamma = draft_tokens.shape[0]
-    idx = torch.arange(gamma)
-    u = torch.rand(gamma, generator=generator)  # (γ,)
-    accept = u * q_probs[idx, draft_tokens] < p_probs[idx, draft_tokens]  # (γ,)
-    return gamma if bool(accept.all()) else int((~accept).nonzero()[0])
-
-
 def correction_from_q(draft_tokens, q_probs, p_probs, generator=None) -> tuple[int, torch.Tensor]:
     """Bug: after a rejection, resample from the draft q instead of norm(max(0, p − q))."""
-    n = _first_rejection(draft_tokens, q_probs, p_probs, generator)
+    n = first_rejection(draft_tokens, q_probs, p_probs, generator)
     if n == draft_tokens.shape[0]:
         return n, sample(p_probs[n], generator)
     return n, sample(q_probs[n], generator)
@@ -44,7 +37,7 @@ def unnormalized_residual(
     The cumulative sum tops out below 1, so the leftover mass piles onto the last token.
     (torch.multinomial normalises its weights, which hides this bug in many codebases.)
     """
-    n = _first_rejection(draft_tokens, q_probs, p_probs, generator)
+    n = first_rejection(draft_tokens, q_probs, p_probs, generator)
     if n == draft_tokens.shape[0]:
         return n, sample(p_probs[n], generator)
     residual = (p_probs[n] - q_probs[n]).clamp_min(0)  # (V,), not normalised

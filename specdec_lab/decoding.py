@@ -51,8 +51,8 @@ class GenerationStats:
     draft_calls: int = 0
     new_tokens: int = 0
     wall_time: float = 0.0
-    draft_time: float = 0.0  # seconds inside the drafter (its forwards and sampling)
-    target_time: float = 0.0  # seconds inside target forwards
+    draft_time: float = 0.0  # seconds inside the drafter (NaN if it does not count them)
+    target_time: float = 0.0  # seconds inside target forwards (counted by the session)
 
     @classmethod
     def merge(cls, runs: list[GenerationStats]) -> GenerationStats:
@@ -108,7 +108,11 @@ class Generation:
 
 
 class Drafter(Protocol):
-    """Anything that proposes draft tokens: a small model, a mock, an n-gram table."""
+    """Anything that proposes draft tokens: a small model, a mock, an n-gram table.
+
+    Optional extras the loop uses when present: `seconds` (time spent drafting, for the
+    statistics) and `update(step)` (called with each step's outcome, for adaptive drafters).
+    """
 
     calls: int
 
@@ -128,11 +132,21 @@ class Drafter(Protocol):
 
 
 class ModelDrafter:
-    """A draft model, run autoregressively for γ tokens on top of its own KV cache."""
+    """A draft model, run autoregressively for γ tokens on top of its own KV cache.
 
-    def __init__(self, session: Session) -> None:
+    `confidence_threshold` is transformers' `assistant_confidence_threshold`: stop drafting
+    early, after a token to which the draft gave probability below the threshold (at T = 0, the
+    draft's top probability). The stop depends only on the draft's own proposals, so the output
+    law is unchanged; it only trades target work for draft work.
+    """
+
+    def __init__(self, session: Session, confidence_threshold: float | None = None) -> None:
+        if confidence_threshold is not None and not 0.0 <= confidence_threshold <= 1.0:
+            raise ValueError(f"confidence_threshold must lie in [0, 1], got {confidence_threshold}")
         self.session = session
         self.vocab_size = session.vocab_size
+        self.confidence_threshold = confidence_threshold
+        self.seconds = 0.0  # wall time inside `propose`: forwards and sampling
 
     @property
     def calls(self) -> int:
@@ -141,6 +155,7 @@ class ModelDrafter:
     def propose(
         self, ids: torch.Tensor, gamma: int, cfg: SamplingConfig, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        t0 = time.perf_counter()
         tokens, q_probs = [], []
         for _ in range(gamma):
             logits = self.session.logits(ids)[-1]  # (V,)
@@ -152,15 +167,54 @@ class ModelDrafter:
                 q_probs.append(q)
             tokens.append(x)
             ids = torch.cat([ids, x[None]])
+            if self.confidence_threshold is not None:
+                confidence = logits.softmax(-1)[x] if cfg.greedy else q[x]
+                if confidence < self.confidence_threshold:
+                    break
+        self.seconds += time.perf_counter() - t0
         if not tokens:
             return torch.empty(0, dtype=torch.long), torch.empty(0, self.vocab_size)
-        tokens = torch.stack(tokens)  # (γ,)
+        tokens = torch.stack(tokens)  # (γ',)
         if cfg.greedy:
             return tokens, torch.nn.functional.one_hot(tokens, self.vocab_size).float()
-        return tokens, torch.stack(q_probs)  # (γ,), (γ, V)
+        return tokens, torch.stack(q_probs)  # (γ',), (γ', V)
 
     def crop(self, length: int) -> None:
         self.session.crop(length)
+
+
+class HeuristicGamma:
+    """transformers' `num_assistant_tokens_schedule="heuristic"`, wrapped around any drafter.
+
+    After each step: "When all speculative tokens are correct, increase `num_assistant_tokens` by
+    2 else reduce by 1" (transformers 5.x `GenerationConfig` docs), never below 1. The draft
+    length of `speculative_generate` is then a cap. The schedule reads only past outcomes, so the
+    output law is unchanged.
+    """
+
+    def __init__(self, drafter: Drafter, initial: int = 4) -> None:
+        if not isinstance(initial, int) or initial < 1:
+            raise ValueError(f"initial draft length must be a positive integer, got {initial!r}")
+        self.drafter, self.initial, self.gamma = drafter, initial, initial
+        self.vocab_size = getattr(drafter, "vocab_size", None)
+
+    @property
+    def calls(self) -> int:
+        return self.drafter.calls
+
+    @property
+    def seconds(self) -> float:
+        return getattr(self.drafter, "seconds", float("nan"))
+
+    def propose(self, ids, gamma, cfg, generator):
+        return self.drafter.propose(ids, min(gamma, self.gamma), cfg, generator)
+
+    def update(self, step: Step) -> None:
+        """Called by `speculative_step` with the outcome of the step this drafter drafted for."""
+        self.gamma = self.gamma + 2 if step.bonus else max(1, self.gamma - 1)
+
+    def crop(self, length: int) -> None:
+        self.drafter.crop(length)  # like transformers' "heuristic", γ persists across calls
 
 
 def autoregressive_generate(
@@ -184,9 +238,7 @@ def autoregressive_generate(
     start = time.perf_counter()
     prompt_len = ids.shape[0]
     while ids.shape[0] - prompt_len < max_new_tokens:
-        t0 = time.perf_counter()
         logits = target.logits(ids)[-1]  # (V,)
-        stats.target_time += time.perf_counter() - t0
         if cfg.greedy:
             x = logits.argmax()
         else:
@@ -195,8 +247,43 @@ def autoregressive_generate(
         if eos_token_id is not None and int(x) == eos_token_id:
             break
     stats.wall_time = time.perf_counter() - start
-    stats.target_calls = target.calls
+    stats.target_calls, stats.target_time = target.calls, target.seconds
     return _finish(ids[prompt_len:], stats)
+
+
+def speculative_step(
+    target: Session,
+    drafter: Drafter,
+    ids: torch.Tensor,
+    gamma: int,
+    cfg: SamplingConfig,
+    generator: torch.Generator | None = None,
+    verifier: Callable[..., tuple[int, torch.Tensor]] = rejection_sample,
+) -> tuple[torch.Tensor, Step]:
+    """One speculative step after the accepted sequence `ids` (L,). Returns (new ids, Step).
+
+    Draft → one target forward → accept/reject → roll both caches back. No timing, no counters:
+    the sessions and drafters count their own calls and seconds.
+    """
+    # 1. Draft up to γ tokens, keeping the distributions q they were sampled from.
+    draft_tokens, q_probs = drafter.propose(ids, gamma, cfg, generator)  # (γ',), (γ', V)
+    g = draft_tokens.shape[0]  # a drafter may propose fewer (an n-gram table with no match)
+    # 2. One target forward over the γ'+1 positions that follow the accepted prefix.
+    p_logits = target.logits(torch.cat([ids, draft_tokens]))[-(g + 1) :]  # (γ'+1, V)
+    # 3. Accept a prefix of the drafts, then add one target token.
+    if cfg.greedy:
+        n, next_token = greedy_verify(draft_tokens, p_logits)
+    else:
+        p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ'+1, V)
+        n, next_token = verifier(draft_tokens, q_probs, p_probs, generator)
+    ids = torch.cat([ids, draft_tokens[:n], next_token[None]])
+    # 4. Roll both caches back to what they have seen of the accepted sequence.
+    target.crop(ids.shape[0] - 1)
+    drafter.crop(ids.shape[0] - 1)
+    step = Step(draft_tokens.tolist(), n, int(next_token))
+    if hasattr(drafter, "update"):  # adaptive drafters learn from the outcome (HeuristicGamma)
+        drafter.update(step)
+    return ids, step
 
 
 def speculative_generate(
@@ -205,11 +292,11 @@ def speculative_generate(
     input_ids,
     max_new_tokens: int,
     gamma: int = 4,
+    *,
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
-    *,
     eos_token_id: int | None = None,
     vocab_size: int | None = None,
     on_step: Callable[[Step], None] | None = None,
@@ -218,62 +305,70 @@ def speculative_generate(
     """Speculative decoding (Leviathan et al. Algorithm 1) with KV-cache rollback.
 
     target, draft: mock models or transformers causal LMs sharing a vocabulary (`draft` may also
-    be any `Drafter`). input_ids: (L,) or (1, L). `temperature=0` is greedy decoding, whose output
-    equals the target's own greedy output. `vocab_size` restricts both models to a shared
-    vocabulary prefix (e.g. Qwen's padded embeddings). `on_step` sees every `Step` as it happens.
-    `verifier` swaps the acceptance rule, for teaching only (see `specdec_lab.broken`).
-    The output is distributed exactly as autoregressive sampling from the target.
+    be any `Drafter`, `target` an open `Session`). input_ids: (L,) or (1, L). `temperature=0` is
+    greedy decoding, whose output equals the target's own greedy output. `vocab_size` restricts
+    both models to a shared vocabulary prefix (e.g. Qwen's padded embeddings). `on_step` sees
+    every `Step` as it happens. `verifier` swaps the acceptance rule, for teaching only (see
+    `specdec_lab.broken`). The output is distributed exactly as autoregressive sampling from the
+    target.
     """
     cfg = SamplingConfig(temperature, top_k, top_p)
-    ids = _check_prompt(input_ids)
-    _check_max_new_tokens(max_new_tokens)
-    if not isinstance(gamma, int) or gamma < 1:
-        raise ValueError(f"gamma (draft length) must be a positive integer, got {gamma!r}")
+    _check_gamma(gamma)
     if cfg.greedy and verifier is not rejection_sample:
         raise ValueError("temperature=0 uses greedy verification; a custom verifier needs T > 0")
     p_model = open_session(target, vocab_size)
     drafter = draft if hasattr(draft, "propose") else ModelDrafter(open_session(draft, vocab_size))
     _check_same_vocab(p_model.vocab_size, drafter, vocab_size)
-    drafter.crop(0)  # a drafter object may be reused across calls: start from an empty cache
-    draft_calls_before = drafter.calls
+
+    def step(ids: torch.Tensor, g: int) -> tuple[torch.Tensor, Step]:
+        return speculative_step(p_model, drafter, ids, g, cfg, generator, verifier)
+
+    return run_steps(
+        p_model, drafter, step, input_ids, max_new_tokens, gamma, eos_token_id, on_step
+    )
+
+
+def run_steps(
+    target: Session,
+    drafter: Drafter,
+    step: Callable[[torch.Tensor, int], tuple[torch.Tensor, Step]],
+    input_ids,
+    max_new_tokens: int,
+    gamma: int,
+    eos_token_id: int | None = None,
+    on_step: Callable[[Step], None] | None = None,
+) -> Generation:
+    """The loop every speculative method shares: call `step(ids, γ)` until the budget is spent.
+
+    `step` returns the extended sequence and its `Step`; the loop caps γ by the token budget,
+    collects statistics, reads the timing counters of the session and the drafter, and stops at
+    `eos_token_id`.
+    """
+    ids = _check_prompt(input_ids)
+    _check_max_new_tokens(max_new_tokens)
+    target.crop(0)  # sessions and drafters may be reused across calls: start from empty caches
+    drafter.crop(0)
+    calls_before = (target.calls, drafter.calls)
+    seconds_before = (target.seconds, getattr(drafter, "seconds", float("nan")))
 
     stats = GenerationStats()
     start = time.perf_counter()
     prompt_len = ids.shape[0]
     while (remaining := max_new_tokens - (ids.shape[0] - prompt_len)) > 0:
-        g = min(gamma, remaining - 1)  # drafting past the token budget is wasted work
-
-        # 1. Draft g tokens, keeping the distributions q they were sampled from.
-        t0 = time.perf_counter()
-        draft_tokens, q_probs = drafter.propose(ids, g, cfg, generator)  # (g,), (g, V)
-        g = draft_tokens.shape[0]  # a drafter may propose fewer (an n-gram table with no match)
-        # 2. One target forward over the g+1 positions that follow the accepted prefix.
-        t1 = time.perf_counter()
-        p_logits = p_model.logits(torch.cat([ids, draft_tokens]))[-(g + 1) :]  # (g+1, V)
-        stats.draft_time += t1 - t0
-        stats.target_time += time.perf_counter() - t1
-        # 3. Accept a prefix of the drafts, then add one target token.
-        if cfg.greedy:
-            n, next_token = greedy_verify(draft_tokens, p_logits)
-        else:
-            p_probs = logits_to_probs(p_logits, temperature, top_k, top_p)  # (g+1, V)
-            n, next_token = verifier(draft_tokens, q_probs, p_probs, generator)
-        ids = torch.cat([ids, draft_tokens[:n], next_token[None]])
-        # 4. Roll both caches back to what they have seen of the accepted sequence.
-        p_model.crop(ids.shape[0] - 1)
-        drafter.crop(ids.shape[0] - 1)
-
-        step = Step(draft_tokens.tolist(), n, int(next_token))
-        stats.steps.append(step)
-        stats.accepted.append(n)
-        stats.gammas.append(g)
+        # Drafting past the token budget is wasted work: at most remaining - 1 drafts.
+        ids, s = step(ids, min(gamma, remaining - 1))
+        stats.steps.append(s)
+        stats.accepted.append(s.n_accepted)
+        stats.gammas.append(len(s.draft_tokens))
         if on_step is not None:
-            on_step(step)
-        if eos_token_id is not None and eos_token_id in ids[-(n + 1) :].tolist():
+            on_step(s)
+        if eos_token_id is not None and eos_token_id in ids[-(s.n_accepted + 1) :].tolist():
             break
     stats.wall_time = time.perf_counter() - start
-    stats.target_calls = p_model.calls
-    stats.draft_calls = drafter.calls - draft_calls_before
+    stats.target_calls = target.calls - calls_before[0]
+    stats.draft_calls = drafter.calls - calls_before[1]
+    stats.target_time = target.seconds - seconds_before[0]
+    stats.draft_time = getattr(drafter, "seconds", float("nan")) - seconds_before[1]
     return _finish(ids[prompt_len:], stats, eos_token_id)
 
 
@@ -305,6 +400,11 @@ def _check_prompt(input_ids) -> torch.Tensor:
     return ids.long().cpu()
 
 
+def _check_gamma(gamma: int) -> None:
+    if not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma (draft length) must be a positive integer, got {gamma!r}")
+
+
 def _check_max_new_tokens(max_new_tokens: int) -> None:
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
@@ -326,8 +426,11 @@ __all__ = [
     "Drafter",
     "Generation",
     "GenerationStats",
+    "HeuristicGamma",
     "ModelDrafter",
     "Step",
     "autoregressive_generate",
+    "run_steps",
     "speculative_generate",
+    "speculative_step",
 ]

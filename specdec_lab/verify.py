@@ -71,6 +71,26 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return residual / mass
 
 
+def first_rejection(
+    draft_tokens: torch.Tensor,
+    q_probs: torch.Tensor,
+    p_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> int:
+    """The accept coins of Algorithm 1: the index of the first rejected draft, γ if none is.
+
+    draft_tokens (γ,), q_probs (γ, V), p_probs (≥ γ, V). Draft i is accepted iff u_i < p(x)/q(x).
+    """
+    gamma = draft_tokens.shape[0]
+    idx = torch.arange(gamma)
+    p_x = p_probs[idx, draft_tokens]  # (γ,)
+    q_x = q_probs[idx, draft_tokens]  # (γ,)
+    # One uniform per draft position, drawn up front: the coins of the γ positions are independent.
+    u = torch.rand(gamma, generator=generator)  # (γ,)
+    accept = u * q_x < p_x  # u < p/q without dividing: no 0/0, no inf, never if p(x) = 0
+    return gamma if bool(accept.all()) else int((~accept).nonzero()[0])
+
+
 def rejection_sample(
     draft_tokens: torch.Tensor,
     q_probs: torch.Tensor,
@@ -87,15 +107,9 @@ def rejection_sample(
     appended. It is the residual sample at the first rejection, or the bonus sample from p[γ].
     """
     gamma = _check_inputs(draft_tokens, q_probs, p_probs)
-    idx = torch.arange(gamma)
-    p_x = p_probs[idx, draft_tokens]  # (γ,)
-    q_x = q_probs[idx, draft_tokens]  # (γ,)
-    if gamma and (q_x <= 0).any():
+    if gamma and (q_probs[torch.arange(gamma), draft_tokens] <= 0).any():
         raise ValueError("a draft token has q(x) = 0: q_probs is not the distribution it came from")
-    # One uniform per draft position, drawn up front: the coins of the γ positions are independent.
-    u = torch.rand(gamma, generator=generator)  # (γ,)
-    accept = u * q_x < p_x  # u < p/q without dividing: no 0/0, no inf, never if p(x) = 0
-    n = gamma if bool(accept.all()) else int((~accept).nonzero()[0])
+    n = first_rejection(draft_tokens, q_probs, p_probs, generator)
     if n == gamma:
         return n, sample(p_probs[gamma], generator)
     return n, sample(residual_distribution(p_probs[n], q_probs[n]), generator)

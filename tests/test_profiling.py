@@ -141,7 +141,6 @@ def test_speedup_with_measured_verify_cost():
     paper = (1 - alpha ** (gamma + 1)) / ((1 - alpha) * (gamma * c + 1))
     assert theory.speedup(alpha, gamma, c) == pytest.approx(paper)
     assert theory.speedup(0.0, gamma, c) == pytest.approx(1 / (gamma * c + 1))
-    assert theory.speedup(alpha, gamma, c) == pytest.approx(theory.speedup(alpha, gamma, c))
     slower = theory.speedup(alpha, gamma, c, verify_cost=2.0)
     assert slower == pytest.approx(paper * (gamma * c + 1) / (gamma * c + 2))
     assert theory.speedup(1.0, gamma, c, 1.5) == pytest.approx(5 / (4 * c + 1.5))
@@ -183,6 +182,15 @@ def test_timer_fills_stopwatch():
     with profiling.timer("cpu") as sw:
         sum(range(100))
     assert sw.seconds >= 0
+
+
+def test_timer_reads_the_clock_it_is_given():
+    ticks = iter([10.0, 12.5])  # a fake clock: the block "takes" 2.5 of its units
+    with profiling.timer("cpu", clock=lambda: next(ticks)) as sw:
+        pass
+    assert sw.seconds == 2.5
+    timing = profiling.time_fn(lambda: None, device="cpu", warmup=0, repeats=3, clock=lambda: 0.0)
+    assert timing.samples == (0.0, 0.0, 0.0)
 
 
 def test_measurements_are_positive():
