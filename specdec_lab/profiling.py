@@ -94,11 +94,14 @@ class Stopwatch:
 
 
 @contextlib.contextmanager
-def timer(device: torch.device | str) -> Iterator[Stopwatch]:
+def timer(
+    device: torch.device | str, clock: Callable[[], float] = time.perf_counter
+) -> Iterator[Stopwatch]:
     """Time the enclosed block on `device`, waiting for its queued kernels before and after.
 
     On CUDA the clock is a pair of `torch.cuda.Event`s (GPU time, not Python time); elsewhere it
-    is `time.perf_counter` after `runtime.synchronize`.
+    is `clock` after `runtime.synchronize`: wall time by default, or `time.process_time` for the
+    CPU time of this process, which a busy neighbour on a shared CPU does not inflate.
 
     >>> with timer("cpu") as sw:
     ...     _ = sum(range(1000))
@@ -117,10 +120,10 @@ def timer(device: torch.device | str) -> Iterator[Stopwatch]:
         end.synchronize()
         sw.seconds = start.elapsed_time(end) / 1e3  # elapsed_time is in milliseconds
     else:
-        t0 = time.perf_counter()
+        t0 = clock()
         yield sw
         runtime.synchronize(device)
-        sw.seconds = time.perf_counter() - t0
+        sw.seconds = clock() - t0
 
 
 def time_fn(
@@ -130,6 +133,7 @@ def time_fn(
     warmup: int = 2,
     repeats: int = 5,
     reset: Callable[[], object] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Timing:
     """Call `fn` `warmup` times untimed, then `repeats` times timed; return every sample.
 
@@ -144,7 +148,7 @@ def time_fn(
             reset()
     samples = []
     for _ in range(repeats):
-        with timer(device) as sw:
+        with timer(device, clock) as sw:
             fn()
         samples.append(sw.seconds)
         if reset is not None:
@@ -308,6 +312,7 @@ def latency_sweep(
     warmup: int = 2,
     repeats: int = 5,
     generator: torch.Generator | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> list[Timing]:
     """Time one forward of k new tokens per sequence, on top of a `prefix`-token KV cache, for
     every k in `ks`; returns one `Timing` (`repeats` samples) per k, in the order of `ks`.
@@ -319,7 +324,7 @@ def latency_sweep(
     repeats run in interleaved rounds (each round times every k once), so a burst of background
     load is spread over all ks instead of landing on one. The device is taken from the model;
     token ids come from `generator` (a fresh one seeded 0 if None) and, with random weights,
-    their values do not matter.
+    their values do not matter. `clock` is as in `timer`.
     """
     if not ks or min(ks) < 1 or batch < 1 or prefix < 1:
         raise ValueError(
@@ -344,7 +349,7 @@ def latency_sweep(
     samples: list[list[float]] = [[] for _ in ks]
     for _ in range(repeats):
         for i, k in enumerate(ks):
-            with timer(device) as sw:
+            with timer(device, clock) as sw:
                 forward(k)
             cache.crop(-k)  # back to `prefix` tokens, outside the timed region
             samples[i].append(sw.seconds)
@@ -360,11 +365,19 @@ def forward_latency(
     warmup: int = 2,
     repeats: int = 5,
     generator: torch.Generator | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Timing:
     """`latency_sweep` for a single k: the time of one forward of `k` new tokens per sequence for
     `batch` sequences on top of a `prefix`-token KV cache."""
     return latency_sweep(
-        model, [k], batch, prefix=prefix, warmup=warmup, repeats=repeats, generator=generator
+        model,
+        [k],
+        batch,
+        prefix=prefix,
+        warmup=warmup,
+        repeats=repeats,
+        generator=generator,
+        clock=clock,
     )[0]
 
 
