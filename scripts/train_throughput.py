@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specdec_lab import train
+from specdec_lab import corpus, profiling, train
 
 
 def _steps(model, opt, tokens, context, batch, seconds, bf16, gen) -> tuple[int, float]:
@@ -50,7 +50,7 @@ def _steps(model, opt, tokens, context, batch, seconds, bf16, gen) -> tuple[int,
 
 def single(preset, tokenizer, tokens, context, batch, seconds, bf16, threads) -> float:
     torch.set_num_threads(threads)
-    model = train.build_model(train.PRESETS[preset], tokenizer).train()
+    model = profiling.build_model(train.model_config(train.PRESETS[preset], tokenizer)).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     n, s = _steps(model, opt, tokens, context, batch, seconds, bf16, torch.Generator())
     return n / s
@@ -63,8 +63,8 @@ def _ddp_worker(rank, world, preset, tok_dir, tokens, context, batch, seconds, o
     os.sched_setaffinity(0, {rank % os.cpu_count()})
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    tokenizer = train.load_tokenizer(tok_dir)
-    model = train.build_model(train.PRESETS[preset], tokenizer).train()
+    tokenizer = corpus.load_tokenizer(tok_dir)
+    model = profiling.build_model(train.model_config(train.PRESETS[preset], tokenizer)).train()
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(rank)
@@ -88,7 +88,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--log", type=Path, default=Path("data/models/training.json"))
     args = ap.parse_args()
-    tokenizer = train.load_tokenizer(args.tokenizer)
+    tokenizer = corpus.load_tokenizer(args.tokenizer)
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, len(tokenizer), (200_000,), generator=gen)  # speed only
     rows = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import io
+import json
 import re
 import sysconfig
 import tokenize
@@ -31,6 +32,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 EOT = "<|endoftext|>"
+MAX_POSITIONS = 1024
+"""The context length the course's tokenizer and models are built for."""
 """Document separator written between files; also the tokenizer's bos/eos/pad token."""
 
 DOMAINS = ("code", "prose")
@@ -397,4 +400,86 @@ def extract_prompts(
                 out[domain].append(
                     {"id": pid, "domain": domain, "text": text, "source": doc.relpath}
                 )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Tokenizer.
+# --------------------------------------------------------------------------------------------
+
+
+def train_tokenizer(files: list[Path], out_dir: Path, vocab_size: int = 4096):
+    """Train a byte-level BPE on `files` and save it where `AutoTokenizer` can load it.
+
+    `EOT` is the only special token and serves as bos, eos and pad. Byte-level pre-tokenization
+    keeps every byte, so `decode(encode(text)) == text` holds for code, indentation included.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train([str(f) for f in files], trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=EOT, eos_token=EOT, pad_token=EOT, unk_token=None
+    )
+    fast.model_max_length = MAX_POSITIONS
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(out_dir)
+    return fast
+
+
+def load_tokenizer(path: Path):
+    """`AutoTokenizer.from_pretrained` on a local directory (never the hub)."""
+    from transformers import AutoTokenizer
+
+    path = Path(path)
+    if not (path / "tokenizer.json").exists():
+        raise FileNotFoundError(
+            f"no tokenizer in {path}: train one with `python -m specdec_lab train --model ...` "
+            "(it builds data/corpus/ and the tokenizer first) or point --tokenizer at a model dir"
+        )
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def ensure_corpus_and_tokenizer(corpus_dir: Path, tokenizer_dir: Path, vocab_size: int = 4096):
+    """Build the corpus (stdlib + installed packages) and the tokenizer if they are missing."""
+    corpus_dir = Path(corpus_dir)
+    if not (corpus_dir / "code_train.txt").exists():
+        sizes = build_corpus(corpus_dir, packages_root=site_packages_root())
+        (corpus_dir / "sizes.json").write_text(json.dumps(sizes, indent=1))
+    if not (Path(tokenizer_dir) / "tokenizer.json").exists():
+        files = [corpus_dir / f"{d}_train.txt" for d in DOMAINS]
+        return train_tokenizer(files, Path(tokenizer_dir), vocab_size)
+    return load_tokenizer(tokenizer_dir)
+
+
+def encode_corpus_file(tokenizer, path: Path):
+    """Token ids of a corpus file, documents separated by the eos id. Shape `(n_tokens,)`.
+
+    The ids are cached next to the file (keyed by the tokenizer's vocabulary), so a resumed or
+    repeated run does not re-tokenize tens of megabytes.
+    """
+    import torch
+
+    path = Path(path)
+    key = hashlib.sha1(json.dumps(tokenizer.get_vocab(), sort_keys=True).encode()).hexdigest()[:10]
+    cache = path.with_name(f"{path.stem}.{key}.ids.pt")
+    if cache.exists() and cache.stat().st_mtime >= path.stat().st_mtime:
+        return torch.load(cache)
+    docs = read_documents(path)
+    ids: list[int] = []
+    for enc in tokenizer(docs, add_special_tokens=False)["input_ids"]:
+        ids.extend(enc)
+        ids.append(tokenizer.eos_token_id)
+    out = torch.tensor(ids, dtype=torch.int32 if len(tokenizer) < 2**31 else torch.long)
+    torch.save(out, cache)
     return out

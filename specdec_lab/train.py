@@ -36,46 +36,23 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from specdec_lab.corpus import DOMAINS, EOT, build_corpus
+from specdec_lab import models, profiling
+from specdec_lab.corpus import (
+    DOMAINS,
+    MAX_POSITIONS,
+    encode_corpus_file,
+    ensure_corpus_and_tokenizer,
+)
+from specdec_lab.profiling import ModelShape
+from specdec_lab.verify import acceptance_rate
 
 DEFAULT_CORPUS_DIR = Path("data/corpus")
 DEFAULT_TOKENIZER_DIR = DEFAULT_CORPUS_DIR / "tokenizer"
-MODEL_MAX_POSITIONS = 1024
 
 
 # --------------------------------------------------------------------------------------------
 # Configuration: frozen dataclasses and named presets.
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelPreset:
-    """Shape of a Llama model; the vocabulary comes from the tokenizer."""
-
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    intermediate_size: int
-    tie_word_embeddings: bool = True
-
-    def llama_config(self, vocab_size: int, bos: int, eos: int, pad: int):
-        """The `transformers.LlamaConfig` for this preset."""
-        from transformers import LlamaConfig
-
-        return LlamaConfig(
-            vocab_size=vocab_size,
-            hidden_size=self.hidden_size,
-            intermediate_size=self.intermediate_size,
-            num_hidden_layers=self.num_layers,
-            num_attention_heads=self.num_heads,
-            num_key_value_heads=self.num_heads,
-            max_position_embeddings=MODEL_MAX_POSITIONS,
-            tie_word_embeddings=self.tie_word_embeddings,
-            bos_token_id=bos,
-            eos_token_id=eos,
-            pad_token_id=pad,
-            rope_theta=10000.0,
-        )
 
 
 @dataclass(frozen=True)
@@ -100,19 +77,23 @@ class TrainConfig:
     bf16_autocast: bool = True  # bf16 matmuls on CPUs that have them (~1.5x); fp32 master weights
 
 
-PRESETS: dict[str, ModelPreset] = {
-    # ~10.7M parameters, deep and narrow: about 10 ms per single-token forward on a 2-core CPU,
-    # where batch-1 latency is dominated by per-layer overhead, so depth sets the cost ratio c.
-    "target": ModelPreset(hidden_size=256, num_layers=12, num_heads=4, intermediate_size=704),
-    # ~1M parameters: about 10x cheaper per forward than the target (c ~ 0.1).
-    "draft": ModelPreset(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=384),
-    # Same shape as "draft"; the training recipe (prose only) is what differs.
-    "draft-prose": ModelPreset(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=384),
-    # Optional sizes for the "alpha by draft size" plot.
-    "draft-small": ModelPreset(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=192),
-    "draft-large": ModelPreset(hidden_size=256, num_layers=3, num_heads=4, intermediate_size=704),
-    # For tests only: trains in a second.
-    "micro": ModelPreset(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64),
+PRESETS: dict[str, ModelShape] = {
+    shape.name: shape
+    for shape in [
+        # ~10.7M parameters, deep and narrow: about 10 ms per single-token forward on a 2-core
+        # CPU, where batch-1 latency is dominated by per-layer overhead, so depth sets the cost
+        # ratio c. The vocabulary comes from the tokenizer (`model_config`).
+        ModelShape("target", 256, 12, 4, 704, tie_embeddings=True),
+        # ~1M parameters: about 6x cheaper per forward than the target (c ~ 0.17).
+        ModelShape("draft", 128, 2, 4, 384, tie_embeddings=True),
+        # Same shape as "draft"; the training recipe (prose only) is what differs.
+        ModelShape("draft-prose", 128, 2, 4, 384, tie_embeddings=True),
+        # Smaller and larger drafts, for "alpha and speedup by draft size".
+        ModelShape("draft-small", 64, 2, 2, 192, tie_embeddings=True),
+        ModelShape("draft-large", 256, 3, 4, 704, tie_embeddings=True),
+        # For tests only: trains in a second.
+        ModelShape("micro", 32, 1, 2, 64, tie_embeddings=True),
+    ]
 }
 
 #: Default training recipe per preset (overridable on the command line).
@@ -127,109 +108,20 @@ RECIPES: dict[str, TrainConfig] = {
 
 
 # --------------------------------------------------------------------------------------------
-# Tokenizer.
-# --------------------------------------------------------------------------------------------
-
-
-def train_tokenizer(files: list[Path], out_dir: Path, vocab_size: int = 4096):
-    """Train a byte-level BPE on `files` and save it where `AutoTokenizer` can load it.
-
-    `EOT` is the only special token and serves as bos, eos and pad. Byte-level pre-tokenization
-    keeps every byte, so `decode(encode(text)) == text` holds for code, indentation included.
-    """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[EOT],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train([str(f) for f in files], trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token=EOT, eos_token=EOT, pad_token=EOT, unk_token=None
-    )
-    fast.model_max_length = MODEL_MAX_POSITIONS
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(out_dir)
-    return fast
-
-
-def load_tokenizer(path: Path):
-    """`AutoTokenizer.from_pretrained` on a local directory (never the hub)."""
-    from transformers import AutoTokenizer
-
-    path = Path(path)
-    if not (path / "tokenizer.json").exists():
-        raise FileNotFoundError(
-            f"no tokenizer in {path}: train one with `python -m specdec_lab train --model ...` "
-            "(it builds data/corpus/ and the tokenizer first) or point --tokenizer at a model dir"
-        )
-    return AutoTokenizer.from_pretrained(str(path))
-
-
-def ensure_corpus_and_tokenizer(corpus_dir: Path, tokenizer_dir: Path, vocab_size: int = 4096):
-    """Build the corpus (stdlib + installed packages) and the tokenizer if they are missing."""
-    from specdec_lab.corpus import site_packages_root
-
-    corpus_dir = Path(corpus_dir)
-    if not (corpus_dir / "code_train.txt").exists():
-        sizes = build_corpus(corpus_dir, packages_root=site_packages_root())
-        (corpus_dir / "sizes.json").write_text(json.dumps(sizes, indent=1))
-    if not (Path(tokenizer_dir) / "tokenizer.json").exists():
-        files = [corpus_dir / f"{d}_train.txt" for d in DOMAINS]
-        return train_tokenizer(files, Path(tokenizer_dir), vocab_size)
-    return load_tokenizer(tokenizer_dir)
-
-
-def encode_corpus_file(tokenizer, path: Path) -> torch.Tensor:
-    """Token ids of a corpus file, documents separated by the eos id. Shape `(n_tokens,)`.
-
-    The ids are cached next to the file (keyed by the tokenizer's vocabulary), so a resumed or
-    repeated run does not re-tokenize tens of megabytes.
-    """
-    import hashlib
-
-    from specdec_lab.corpus import read_documents
-
-    path = Path(path)
-    key = hashlib.sha1(json.dumps(tokenizer.get_vocab(), sort_keys=True).encode()).hexdigest()[:10]
-    cache = path.with_name(f"{path.stem}.{key}.ids.pt")
-    if cache.exists() and cache.stat().st_mtime >= path.stat().st_mtime:
-        return torch.load(cache)
-    docs = read_documents(path)
-    ids: list[int] = []
-    for enc in tokenizer(docs, add_special_tokens=False)["input_ids"]:
-        ids.extend(enc)
-        ids.append(tokenizer.eos_token_id)
-    out = torch.tensor(ids, dtype=torch.int32 if len(tokenizer) < 2**31 else torch.long)
-    torch.save(out, cache)
-    return out
-
-
-# --------------------------------------------------------------------------------------------
 # Models, batches, metrics.
 # --------------------------------------------------------------------------------------------
 
 
-def build_model(preset: ModelPreset, tokenizer, seed: int = 0):
-    """A freshly initialised `LlamaForCausalLM` (float32) for `preset` and `tokenizer`."""
-    from transformers import LlamaForCausalLM
-
-    cfg = preset.llama_config(
-        len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+def model_config(shape: ModelShape, tokenizer):
+    """The `LlamaConfig` of `shape` for `tokenizer`: its vocabulary and its one special token."""
+    special = tokenizer.eos_token_id
+    return replace(shape, vocab_size=len(tokenizer)).config(
+        bos_token_id=special,
+        eos_token_id=special,
+        pad_token_id=special,
+        max_position_embeddings=MAX_POSITIONS,
+        rope_theta=10000.0,
     )
-    # Initialisation draws from the global RNG inside transformers, so fork it to keep the
-    # caller's RNG state untouched while staying reproducible.
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(cfg)
-    return model
 
 
 def count_params(model) -> int:
@@ -286,7 +178,7 @@ def acceptance_alpha(
         w = windows[i : i + bs]
         p = target(input_ids=w).logits.float().softmax(-1)  # (b, T, V)
         q = draft(input_ids=w).logits.float().softmax(-1)  # (b, T, V)
-        alphas.append(torch.minimum(p, q).sum(-1).flatten())  # (b*T,)
+        alphas.append(acceptance_rate(p, q).flatten())  # (b*T,)
         matches.append((p.argmax(-1) == q.argmax(-1)).float().flatten())  # (b*T,)
     return {
         "alpha": torch.cat(alphas).mean().item(),
@@ -294,48 +186,9 @@ def acceptance_alpha(
     }
 
 
-def _timed_forwards(models: list, k: int, prefix: int, reps: int) -> list[float]:
-    """Median ms of a cached k-token forward for each model, timings interleaved across models.
-
-    Interleaving makes a ratio of the medians robust to load that changes during the measurement
-    (other processes on a shared CPU).
-    """
-    from transformers import DynamicCache
-
-    gen = torch.Generator().manual_seed(0)
-    states = []
-    for model in models:
-        model.eval()
-        ids = torch.randint(0, model.config.vocab_size, (1, prefix + k), generator=gen)
-        cache = DynamicCache(config=model.config)
-        model(input_ids=ids[:, :prefix], cache=cache, use_cache=True)
-        states.append((model, ids, cache, []))
-    for r in range(reps + 5):
-        for model, ids, cache, times in states:
-            t0 = time.perf_counter()
-            model(input_ids=ids[:, prefix:], cache=cache, use_cache=True)
-            dt = time.perf_counter() - t0
-            cache.crop(-k)  # transformers 5: a negative number of tokens to remove
-            if r >= 5:  # warm-up calls are not timed
-                times.append(dt * 1e3)
-    return [statistics.median(s[3]) for s in states]
-
-
-@torch.no_grad()
-def forward_latency_ms(model, k: int = 1, prefix: int = 128, reps: int = 40) -> float:
-    """Median wall time (ms) of one cached forward over `k` new tokens after a `prefix`, batch 1.
-
-    The cache is cropped back after every call, so each timed forward sees the same prefix length.
-    Float32 on the CPU, with whatever `torch.get_num_threads()` is set to.
-    """
-    return _timed_forwards([model], k, prefix, reps)[0]
-
-
-@torch.no_grad()
-def cost_ratio(draft, target, k: int = 1, prefix: int = 128, reps: int = 60) -> dict[str, float]:
-    """c = t_draft / t_target from interleaved median forward latencies (batch 1, KV cache)."""
-    t_q, t_p = _timed_forwards([draft, target], k, prefix, reps)
-    return {"draft_ms": t_q, "target_ms": t_p, "c": t_q / t_p}
+def latency_ms(model, k: int = 1) -> float:
+    """Median ms of one cached forward over `k` new tokens after 128 tokens, batch 1."""
+    return profiling.forward_latency(model, k, prefix=128, warmup=5, repeats=40).median * 1e3
 
 
 def save_model(model, tokenizer, out_dir: Path, dtype: torch.dtype = torch.float16) -> None:
@@ -362,12 +215,9 @@ def save_model(model, tokenizer, out_dir: Path, dtype: torch.dtype = torch.float
     tmp.rmdir()
 
 
-def load_model(path: Path, dtype: torch.dtype = torch.float32):
-    """`AutoModelForCausalLM.from_pretrained` on a local directory, cast to `dtype` (float32)."""
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
-    return model.eval()
+def load_model(path: Path):
+    """A saved model from a local directory, in float32 on the CPU, in eval mode."""
+    return models.load_model(str(path), device="cpu", dtype=torch.float32)
 
 
 # --------------------------------------------------------------------------------------------
@@ -603,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.init_from:
             model = load_model(args.init_from).float().train()
         else:
-            model = build_model(preset, tokenizer, seed=args.seed)
+            model = profiling.build_model(model_config(preset, tokenizer), seed=args.seed)
         n_params = count_params(model)
         print(f"{args.model}: {n_params / 1e6:.2f}M params, {len(train_tokens) / 1e6:.2f}M tokens")
         result = train_model(
@@ -632,8 +482,8 @@ def main(argv: list[str] | None = None) -> int:
         "heldout_ce": {
             d: round(heldout_loss(model, t, ctx, cfg.eval_windows), 4) for d, t in heldout.items()
         },
-        "latency_ms_k1": round(forward_latency_ms(model, k=1), 3),
-        "latency_ms_k8": round(forward_latency_ms(model, k=8), 3),
+        "latency_ms_k1": round(latency_ms(model, k=1), 3),
+        "latency_ms_k8": round(latency_ms(model, k=8), 3),
         "disk_mb": round(sum(f.stat().st_size for f in args.out.iterdir()) / 1e6, 2),
     }
     p_dir = args.alpha_against or args.distill_from
@@ -644,10 +494,7 @@ def main(argv: list[str] | None = None) -> int:
             d: {k: round(v, 4) for k, v in acceptance_alpha(target, model, t, ctx).items()}
             for d, t in heldout.items()
         }
-        ratio = cost_ratio(model, target, k=1)
-        entry["c_draft_ms_k1"] = round(ratio["draft_ms"], 3)
-        entry["c_target_ms_k1"] = round(ratio["target_ms"], 3)
-        entry["c"] = round(ratio["c"], 4)
+        entry["c"] = round(entry["latency_ms_k1"] / latency_ms(target, k=1), 4)
     log_path = args.log or args.out.parent / "training.json"
     update_log(log_path, args.log_name or args.out.name, entry)
     print(json.dumps({k: v for k, v in entry.items() if k not in ("preset", "train_config")}))

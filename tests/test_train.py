@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdec_lab import corpus, train
+from specdec_lab import corpus, profiling, train
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "data" / "models"
 
@@ -52,6 +52,11 @@ def _write_tree(root: Path) -> None:
     (root / "pkg" / "broken.py").write_text("def broken(:\n    pass\n")
     (root / "tests" / "test_mod.py").write_text('"""Should be excluded."""\nx = 1\n')
     (root / "site-packages" / "third.py").write_text('"""Should be excluded."""\ny = 2\n')
+
+
+def _micro(tok, seed: int):
+    """A freshly initialised micro model (for tests: trains in a second)."""
+    return profiling.build_model(train.model_config(train.PRESETS["micro"], tok), seed=seed)
 
 
 def test_split_source_separates_code_and_prose():
@@ -132,7 +137,7 @@ def tiny_corpus(tmp_path_factory):
     for domain in corpus.DOMAINS:  # the held-out files must exist; reuse the training text
         text = (tmp / "corpus" / f"{domain}_train.txt").read_text()
         (tmp / "corpus" / f"{domain}_heldout.txt").write_text(text)
-    tok = train.train_tokenizer(
+    tok = corpus.train_tokenizer(
         [tmp / "corpus" / f"{d}_train.txt" for d in corpus.DOMAINS], tmp / "tok", vocab_size=300
     )
     return tmp, tok
@@ -153,8 +158,8 @@ def test_tokenizer_round_trip_and_autotokenizer(tiny_corpus):
 
 def test_micro_training_decreases_loss_and_reloads(tiny_corpus):
     tmp, tok = tiny_corpus
-    tokens = train.encode_corpus_file(tok, tmp / "corpus" / "code_train.txt")
-    model = train.build_model(train.PRESETS["micro"], tok, seed=0)
+    tokens = corpus.encode_corpus_file(tok, tmp / "corpus" / "code_train.txt")
+    model = _micro(tok, seed=0)
     before = train.heldout_loss(model, tokens, context=32, n=8)
     cfg = replace(train.RECIPES["micro"], minutes=0.0, tokens=4 * 32 * 40, threads=1)
     log = train.train_model(model, tok, tokens, cfg, out_dir=tmp / "micro", progress=False)
@@ -175,11 +180,11 @@ def test_micro_training_decreases_loss_and_reloads(tiny_corpus):
 def test_interrupted_training_resumes_where_it_stopped(tiny_corpus, monkeypatch):
     """A run killed mid-way and resumed ends with the same weights as one unbroken run."""
     tmp, tok = tiny_corpus
-    tokens = train.encode_corpus_file(tok, tmp / "corpus" / "code_train.txt")
+    tokens = corpus.encode_corpus_file(tok, tmp / "corpus" / "code_train.txt")
     cfg = replace(
         train.RECIPES["micro"], minutes=0.0, tokens=4 * 32 * 12, threads=1, checkpoint_minutes=0
     )
-    whole = train.build_model(train.PRESETS["micro"], tok, seed=0)
+    whole = _micro(tok, seed=0)
     train.train_model(whole, tok, tokens, cfg, out_dir=tmp / "whole", progress=False)
 
     calls, real_sample = [], train.sample_batch
@@ -190,11 +195,11 @@ def test_interrupted_training_resumes_where_it_stopped(tiny_corpus, monkeypatch)
             raise KeyboardInterrupt  # the process dies before its 7th step
         return real_sample(*args)
 
-    first = train.build_model(train.PRESETS["micro"], tok, seed=0)
+    first = _micro(tok, seed=0)
     with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
         m.setattr(train, "sample_batch", killed_at_step_7)
         train.train_model(first, tok, tokens, cfg, out_dir=tmp / "resumed", progress=False)
-    second = train.build_model(train.PRESETS["micro"], tok, seed=1)  # a fresh process
+    second = _micro(tok, seed=1)  # a fresh process
     log = train.train_model(
         second, tok, tokens, cfg, out_dir=tmp / "resumed", progress=False, resume=True
     )
