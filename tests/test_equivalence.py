@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from specdec_lab import broken, decoding, mock, stats, verify
+from specdec_lab import broken, decoding, drafters, mock, stats, verify
+from specdec_lab.lm import open_session
 from specdec_lab.sampling import logits_to_probs, sample
 
 DELTA = 1e-6
@@ -64,17 +65,19 @@ def pair():
     return target, mock.MockDraft(target, quality=0.3, seed=5)
 
 
-def _sequence_check(pair, setting, draft=None, verifier=verify.rejection_sample, gamma=2):
+def _sequence_check(
+    pair, setting, draft=None, verifier=verify.rejection_sample, gamma=2, prompt=PROMPT
+):
     temperature, top_k, top_p = SETTINGS[setting]
     target, default_draft = pair
-    law = stats.exact_sequence_law(target, PROMPT, LENGTH, temperature, top_k, top_p)
+    law = stats.exact_sequence_law(target, prompt, LENGTH, temperature, top_k, top_p)
     n = stats.samples_needed(tol=0.06, delta=DELTA, n_outcomes=law.shape[0])
     g = torch.Generator().manual_seed(1)
     seqs = [
         decoding.speculative_generate(
             target,
             draft or default_draft,
-            PROMPT,
+            prompt,
             LENGTH,
             gamma,
             temperature=temperature,
@@ -105,6 +108,36 @@ def test_multi_token_check_catches_raw_q_reporting(pair) -> None:
     _, draft = pair
     check = _sequence_check(pair, "T=0.6 top_k=2", draft=broken.RawQDrafter(draft))
     assert not check.passed, check
+
+
+REPETITIVE = torch.tensor([0, 1, 2, 0, 1])  # prompt lookup finds matches from the first step
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_multi_token_law_prompt_lookup(pair, setting) -> None:
+    # q is one-hot: a draft x is kept with probability p(x), the residual is p without x.
+    lookup = drafters.PromptLookupDrafter(VOCAB)
+    check = _sequence_check(pair, setting, draft=lookup, prompt=REPETITIVE)
+    assert check.passed, check
+    assert lookup.calls > 0
+
+
+def test_multi_token_check_catches_broken_prompt_lookup(pair) -> None:
+    lookup = drafters.PromptLookupDrafter(VOCAB)
+    check = _sequence_check(
+        pair, "T=1", draft=lookup, prompt=REPETITIVE, verifier=broken.VERIFIERS["always accept"]
+    )
+    assert not check.passed, check
+
+
+def test_multi_token_law_adaptive_gamma(pair) -> None:
+    # Both adaptive rules decide γ from the draft's own proposals or from past steps only.
+    _, draft = pair
+    confident = decoding.ModelDrafter(open_session(draft), confidence_threshold=0.5)
+    scheduled = decoding.HeuristicGamma(decoding.ModelDrafter(open_session(draft)), initial=1)
+    for drafter in [confident, scheduled]:
+        check = _sequence_check(pair, "T=1", draft=drafter, gamma=3)
+        assert check.passed, check
 
 
 def test_sample_size_bound() -> None:
