@@ -20,11 +20,11 @@ def main(argv: list[str] | None = None) -> int:
         from specdec_lab.bench import main as run
     else:
         from specdec_lab.train import main as run
-    from specdec_lab.models import HubUnavailableError
+    from specdec_lab.models import PairUnavailableError
 
     try:
         return run(rest)
-    except (FileNotFoundError, ValueError, HubUnavailableError) as err:  # the user can fix these
+    except (FileNotFoundError, ValueError, PairUnavailableError) as err:  # the user can fix these
         print(f"python -m specdec_lab {command}: {err}", file=sys.stderr)
         return 2
 

@@ -2,10 +2,17 @@
 
 Library code takes its device from its inputs; only notebooks and command-line entry points call
 `default_device()`. Nothing here runs on import.
+
+GPU dry run: with the environment variable `SPECDEC_LAB_FORCE_GPU_PATHS=1`, `gpu_paths()` is True
+on a CPU-only machine too, so the branches a GPU user executes (heavier settings, hub pairs with
+their fallback, the memory guard, `scripts/gpu_check.py`) run here, on tiny stand-in models
+(`dry_run()` tells which sizes to shrink). `SPECDEC_LAB_FREE_MEMORY_GIB=<x>` pretends that only
+x GiB are free, to walk the memory guard's fallback by hand.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import random
@@ -39,6 +46,61 @@ def default_device() -> torch.device:
 def has_gpu() -> bool:
     """True when a CUDA or MPS device is present (heavier notebook settings switch on)."""
     return default_device().type != "cpu"
+
+
+FORCE_GPU_PATHS = "SPECDEC_LAB_FORCE_GPU_PATHS"
+FREE_MEMORY_GIB = "SPECDEC_LAB_FREE_MEMORY_GIB"
+
+
+def force_gpu_paths() -> bool:
+    """True when `SPECDEC_LAB_FORCE_GPU_PATHS` is set to anything but "" or "0"."""
+    return os.environ.get(FORCE_GPU_PATHS, "") not in ("", "0")
+
+
+def gpu_paths(device: torch.device | str | None = None) -> bool:
+    """Take the accelerator branches: `device` (default: the best one) is a GPU, or a dry run
+    forces them on the CPU (`SPECDEC_LAB_FORCE_GPU_PATHS=1`)."""
+    device = torch.device(device) if device is not None else default_device()
+    return device.type != "cpu" or force_gpu_paths()
+
+
+def dry_run(device: torch.device | str | None = None) -> bool:
+    """Accelerator branches forced onto a CPU: callers shrink sizes and load tiny stand-ins."""
+    device = torch.device(device) if device is not None else default_device()
+    return device.type == "cpu" and force_gpu_paths()
+
+
+def free_memory(device: torch.device | str) -> int | None:
+    """Bytes that can still be allocated on `device`; None when unknown.
+
+    CUDA: `torch.cuda.mem_get_info`; MPS: the recommended maximum minus what the driver holds;
+    CPU: MemAvailable from /proc/meminfo. `SPECDEC_LAB_FREE_MEMORY_GIB` overrides all three.
+    """
+    if os.environ.get(FREE_MEMORY_GIB):
+        return int(float(os.environ[FREE_MEMORY_GIB]) * 2**30)
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type == "mps":
+        return torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory()
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the file counts kB
+    except OSError:
+        pass
+    return None
+
+
+def release_memory(device: torch.device | str) -> None:
+    """Give memory held by dropped tensors back (after an out-of-memory error, or between models)."""
+    gc.collect()
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
 
 
 def set_cpu_threads(threads: int | None) -> int:
