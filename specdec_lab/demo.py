@@ -2,8 +2,10 @@
 
 Accepted draft tokens are printed in green, the rejected draft struck through in red (it is not
 kept), the target's correction after a rejection in blue, and bonus tokens (every draft
-accepted, one token for free) in purple: the palette of the notebooks' traces. Then the same prompt is
-decoded autoregressively and the two runs are compared.
+accepted, one token for free) in purple: the palette of the notebooks' traces. Each run (greedy,
+then sampled at T = 0.7 by default) is followed by the same prompt decoded autoregressively,
+and the two are compared. Both decoders are warmed up first, so neither pays for first-call
+costs (kernel selection, allocator growth) that would skew the speedup on a GPU.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch
 from specdec_lab import decoding, display, mock
 from specdec_lab.bench import load_prompts
 from specdec_lab.decoding import Step
-from specdec_lab.models import MODELS_DIR, load_pair
+from specdec_lab.models import DTYPES, MODELS_DIR, check_positions, load_pair
 from specdec_lab.runtime import default_device, device_info, set_cpu_threads
 
 DIM, RESET = "\033[2m", "\033[0m"
@@ -61,13 +63,22 @@ def _mock_setup():
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specdec_lab demo", description=__doc__)
-    parser.add_argument("--pair", default="embedded", help="pair name (default: embedded)")
+    parser.add_argument("--pair", default=None, help="pair name (default: embedded; or mock)")
+    parser.add_argument("--target", default=None, help="target: a hub id or a directory")
+    parser.add_argument("--draft", default=None, help="draft: a hub id or a directory")
+    parser.add_argument("--dtype", default=None, choices=sorted(DTYPES))
     parser.add_argument(
         "--prompt", default=None, help="prompt text (default: a shipped code prompt)"
     )
     parser.add_argument("--max-new-tokens", type=int, default=120)
     parser.add_argument("--gamma", type=int, default=4)
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument(
+        "--temperatures",
+        type=float,
+        nargs="+",
+        default=[0.0, 0.7],
+        help="one run per temperature, 0 = greedy (default: 0 then 0.7)",
+    )
     parser.add_argument("--top-k", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -79,12 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     set_cpu_threads(args.threads or None)
 
     use_mock = args.pair == "mock" or (
-        args.pair == "embedded" and not (MODELS_DIR / "target" / "config.json").exists()
+        args.pair is None
+        and args.target is None
+        and not (MODELS_DIR / "target" / "config.json").exists()
     )
     if use_mock:
         target, draft, decode, ids, vocab_size, label = _mock_setup()
     else:
-        pair = load_pair(args.pair, device=default_device())
+        pair = load_pair(
+            args.pair, default_device(), args.dtype, target=args.target, draft=args.draft
+        )
         target, draft, decode, vocab_size, label = (
             pair.target,
             pair.draft,
@@ -95,10 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         ids = pair.encode(
             args.prompt if args.prompt is not None else load_prompts("code", 1)[0]["text"]
         )
+        check_positions([target, draft], len(ids), args.max_new_tokens)
 
     info = device_info()
     print(
-        f"{DIM if color else ''}{label}; device {info['device']} ({info['cpu']}, "
+        f"{DIM if color else ''}{label}; device {info['device']} ({info.get('gpu', info['cpu'])}, "
         f"{info['torch_threads']} threads){RESET if color else ''}"
     )
     if color:
@@ -108,28 +124,47 @@ def main(argv: list[str] | None = None) -> int:
                 f"{_style(k)}{display.LEGEND[k]}{RESET}"
                 for k in ("accepted", "rejected", "correction", "bonus")
             )
-            + "\n"
         )
-    sys.stdout.write(decode(ids))
-    settings = dict(temperature=args.temperature, top_k=args.top_k, vocab_size=vocab_size)
-    spec = decoding.speculative_generate(
-        target,
-        draft,
-        ids,
-        args.max_new_tokens,
-        args.gamma,
-        generator=torch.Generator().manual_seed(args.seed),
-        on_step=_Streamer(decode, ids.tolist(), color),
-        **settings,
-    )
-    print("\n")
-    ar = decoding.autoregressive_generate(
-        target,
-        ids,
-        args.max_new_tokens,
-        generator=torch.Generator().manual_seed(args.seed),
-        **settings,
-    )
+
+    def spec(temperature, n, on_step=None):
+        return decoding.speculative_generate(
+            target,
+            draft,
+            ids,
+            n,
+            args.gamma,
+            temperature=temperature,
+            top_k=args.top_k,
+            generator=torch.Generator().manual_seed(args.seed),
+            vocab_size=vocab_size,
+            on_step=on_step,
+        )
+
+    def autoregressive(temperature, n):
+        return decoding.autoregressive_generate(
+            target,
+            ids,
+            n,
+            temperature,
+            args.top_k,
+            generator=torch.Generator().manual_seed(args.seed),
+            vocab_size=vocab_size,
+        )
+
+    warm = min(8, args.max_new_tokens)  # untimed: first-call costs would land on one side only
+    spec(0.0, warm)
+    autoregressive(0.0, warm)
+    for temperature in args.temperatures:
+        kind = "greedy" if temperature == 0 else f"sampled at T = {temperature:g}"
+        print(f"\n--- {kind}, γ = {args.gamma} ---")
+        sys.stdout.write(decode(ids))
+        out = spec(temperature, args.max_new_tokens, _Streamer(decode, ids.tolist(), color))
+        print("\n")
+        _summary(out, autoregressive(temperature, args.max_new_tokens), temperature, use_mock)
+    return 0
+
+
+def _summary(spec, ar, temperature: float, use_mock: bool) -> None:
     s, a = spec.stats, ar.stats
     summary = {
         "speculative tokens/s": round(s.tokens_per_second, 1),
@@ -140,8 +175,14 @@ def main(argv: list[str] | None = None) -> int:
         "tokens per target call": round(s.tokens_per_target_call, 2),
         "target calls (spec vs AR)": f"{s.target_calls} vs {a.target_calls}",
     }
-    if args.temperature == 0:
+    if temperature == 0:
         summary["identical to greedy target output"] = bool(torch.equal(spec.tokens, ar.tokens))
+    else:
+        same = bool(torch.equal(spec.tokens, ar.tokens))
+        summary["same tokens as autoregressive"] = (
+            f"{same} (not expected: the two runs use their random numbers differently; "
+            "the distribution of the output is the same, notebook 02)"
+        )
     if use_mock:
         print(
             "  (mock models cost nothing to run, so expect no speedup here: the embedded pair shows one)"
@@ -149,4 +190,3 @@ def main(argv: list[str] | None = None) -> int:
     width = max(map(len, summary))
     for key, value in summary.items():
         print(f"  {key:<{width}}  {value}")
-    return 0
