@@ -21,7 +21,8 @@ from typing import Protocol
 
 import torch
 
-from specdec_lab.lm import Session, open_session
+from specdec_lab.lm import Session, open_session, vocab_size_of
+from specdec_lab.models import check_positions
 from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
 from specdec_lab.verify import greedy_verify, rejection_sample
 
@@ -233,6 +234,8 @@ def autoregressive_generate(
     cfg = SamplingConfig(temperature, top_k, top_p)
     ids = _check_prompt(input_ids)
     _check_max_new_tokens(max_new_tokens)
+    check_positions([model], ids.shape[0], max_new_tokens)  # before any forward
+    _check_vocab_size("model", model, vocab_size)
     target = open_session(model, vocab_size)
     stats = GenerationStats()
     start = time.perf_counter()
@@ -316,9 +319,12 @@ def speculative_generate(
     _check_gamma(gamma)
     if cfg.greedy and verifier is not rejection_sample:
         raise ValueError("temperature=0 uses greedy verification; a custom verifier needs T > 0")
+    check_positions([target, draft], _check_prompt(input_ids).shape[0], max_new_tokens)
+    _check_vocab_size("target", target, vocab_size)
+    _check_vocab_size("draft", draft, vocab_size)
     p_model = open_session(target, vocab_size)
     drafter = draft if hasattr(draft, "propose") else ModelDrafter(open_session(draft, vocab_size))
-    _check_same_vocab(p_model.vocab_size, drafter, vocab_size)
+    _check_same_vocab(p_model.vocab_size, drafter)
 
     def step(ids: torch.Tensor, g: int) -> tuple[torch.Tensor, Step]:
         return speculative_step(p_model, drafter, ids, g, cfg, generator, verifier)
@@ -410,7 +416,15 @@ def _check_max_new_tokens(max_new_tokens: int) -> None:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
 
 
-def _check_same_vocab(target_vocab: int, drafter, vocab_size: int | None) -> None:
+def _check_vocab_size(who: str, model, vocab_size: int | None) -> None:
+    """`vocab_size` may narrow a model's logits to a shared prefix, never widen them."""
+    if vocab_size is None or hasattr(model, "propose") or hasattr(model, "crop"):
+        return  # a drafter or an open session: it carries its own vocab_size
+    if vocab_size > (width := vocab_size_of(model)):
+        raise ValueError(f"vocab_size={vocab_size} exceeds the {who}'s {width} output logits")
+
+
+def _check_same_vocab(target_vocab: int, drafter) -> None:
     draft_vocab = getattr(drafter, "vocab_size", None)
     if draft_vocab is not None and draft_vocab != target_vocab:
         raise ValueError(
@@ -418,8 +432,6 @@ def _check_same_vocab(target_vocab: int, drafter, vocab_size: int | None) -> Non
             "Draft and target must share a tokenizer; if one only pads its embedding matrix, "
             "pass vocab_size=<shared size> to restrict both to the shared vocabulary."
         )
-    if vocab_size is not None and vocab_size > target_vocab:
-        raise ValueError(f"vocab_size={vocab_size} exceeds the target's {target_vocab} tokens")
 
 
 __all__ = [
