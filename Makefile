@@ -5,29 +5,57 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PYTHONHASHSEED := 0
+AS_ROOT := $(filter 0,$(shell id -u))
+IN_GIT  := git rev-parse --is-inside-work-tree >/dev/null 2>&1
 
-.PHONY: help lab test lint demo bench clean workshop site
+# JupyterLab's port and token. An empty token lets Jupyter make a random one, printed in the URL
+# (e.g. `make lab JUPYTER_PORT=9999 JUPYTER_TOKEN=secret`). JUPYTER_ARGS passes more options.
+JUPYTER_PORT  ?= 8888
+JUPYTER_TOKEN ?=
+JUPYTER_ARGS  ?=
+# The course root is the server's root, so notebooks/, workshop/ and the README are all in reach.
+LAB = $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --port=$(JUPYTER_PORT) \
+	$(if $(JUPYTER_TOKEN),--IdentityProvider.token="$(JUPYTER_TOKEN)") \
+	$(if $(AS_ROOT),--allow-root) $(JUPYTER_ARGS)
+
+.PHONY: help lab workshop-lab git-filter test lint browser-test demo bench clean workshop site
 
 help:  ## list the commands
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
+# No kernel is registered: the notebooks name `python3`, which a `jupyter` from .venv/bin starts
+# with this same .venv/bin/python.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e ".[course,test]"
-	$(BIN)/python -m ipykernel install --sys-prefix --name specdec-lab --display-name "Python (specdec-lab)" >/dev/null
 	@touch $(STAMP)
 
-lab: $(STAMP)  ## create .venv if needed, then open the course in JupyterLab
-	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
+lab: $(STAMP) git-filter  ## create .venv if needed, then open the course in JupyterLab
+	$(LAB)
+
+workshop-lab: $(STAMP) git-filter  ## the same JupyterLab, opened on the student notebooks in workshop/
+	$(LAB) --LabApp.default_url=/lab/tree/workshop
+
+# Running a notebook saves its outputs into the working copy; this git filter strips them from
+# what `git add` stores, so commits (and `make lint`, which checks the index) stay clean.
+# Idempotent; `make clean` removes it with the .venv/bin/python it runs.
+git-filter: $(STAMP)
+	@if $(IN_GIT); then $(BIN)/nbstripout --install; fi
 
 test: $(STAMP) lint  ## the whole suite: lint, pytest and every notebook under nbval
 	$(BIN)/python -m pytest -n 2 --dist loadscope --nbval-lax --nbval-current-env tests notebooks
 
-lint: $(STAMP)  ## ruff (code and notebooks), stripped notebooks, student notebooks up to date
+# Notebook hygiene is checked on what git would commit (the index), not on the working copies,
+# which keep the outputs of whatever a learner ran. Outside a git checkout, the files are checked.
+COMMITTED := $(VENV)/.lint-index
+lint: $(STAMP)  ## ruff (code and notebooks), committed notebooks stripped, student notebooks up to date
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/nbstripout --verify notebooks/*.ipynb $(wildcard workshop/*.ipynb)
-	$(BIN)/python -m specdec_lab.exercises --check
+	@rm -rf $(COMMITTED) && mkdir -p $(COMMITTED)
+	@if $(IN_GIT); then git checkout-index --prefix=$(COMMITTED)/ -- $$(git ls-files 'notebooks/*.ipynb' 'workshop/*.ipynb'); \
+	else cp -r notebooks workshop $(COMMITTED)/; fi
+	cd $(COMMITTED) && $(CURDIR)/$(BIN)/nbstripout --verify $$(find notebooks workshop -name '*.ipynb')
+	$(BIN)/python -m specdec_lab.exercises --check --src $(COMMITTED)/notebooks --out $(COMMITTED)/workshop
 
 demo: $(STAMP)  ## speculative decoding in the terminal, with accepted and corrected tokens colored
 	$(BIN)/python -m specdec_lab demo
@@ -41,5 +69,18 @@ workshop: $(STAMP)  ## regenerate workshop/ from notebooks/ (resets the student 
 site: $(STAMP)  ## run the notebooks on the CPU and build the HTML course into _site/
 	$(BIN)/python scripts/build_site.py
 
-clean:  ## remove the virtual environment, caches and the built site
-	rm -rf $(VENV) .pytest_cache .ruff_cache _site
+# Debian's Chromium (apt-get, once) and the playwright driver (the `browser` extra); no browser
+# is downloaded at run time. Screenshots go to _browser/.
+BROWSER_STAMP := $(VENV)/.browser-stamp
+$(BROWSER_STAMP): $(STAMP)
+	@command -v chromium >/dev/null || $(if $(AS_ROOT),,sudo) apt-get install -y -q chromium \
+	  || { $(if $(AS_ROOT),,sudo) apt-get update -q && $(if $(AS_ROOT),,sudo) apt-get install -y -q chromium; }
+	$(BIN)/python -m pip install --quiet -e ".[course,test,browser]"
+	@touch $(BROWSER_STAMP)
+
+browser-test: $(BROWSER_STAMP)  ## Run All of notebooks 01, 04 and workshop 01 in headless Chromium against `make lab`
+	$(BIN)/python tests/browser/lab_in_chromium.py
+
+clean:  ## remove the virtual environment, caches, the built site and browser screenshots
+	-@if $(IN_GIT) && test -x $(BIN)/nbstripout; then $(BIN)/nbstripout --uninstall; fi
+	rm -rf $(VENV) .pytest_cache .ruff_cache _site _browser
