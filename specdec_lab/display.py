@@ -307,20 +307,22 @@ def plot_tv_vs_n(
 # --------------------------------------------------------------------------------------------
 
 
-def plain_log_ticks(ax: Any, axis: str = "both") -> None:
+def plain_log_ticks(ax: Any, axis: str = "both", minor: bool = True) -> None:
     """Label a log axis with plain numbers (0.5, 2, 4, 64) instead of 2⁶ or 4×10⁰.
 
-    Major and minor ticks get the same `{:g}` labels; `axis` is "x", "y" or "both".
+    Major ticks, and minor ticks if `minor` (useful when the axis spans less than a decade), get
+    `{:g}` labels; with `minor=False` minor ticks are left unlabelled. `axis`: "x", "y" or "both".
     """
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     if axis not in ("x", "y", "both"):
         raise ValueError(f"axis must be 'x', 'y' or 'both', got {axis!r}")
-    plain = FuncFormatter(lambda value, _: f"{value:g}")
     for name in ("x", "y") if axis == "both" else (axis,):
         which = ax.xaxis if name == "x" else ax.yaxis
-        which.set_major_formatter(plain)
-        which.set_minor_formatter(plain)
+        which.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        which.set_minor_formatter(
+            FuncFormatter(lambda value, _: f"{value:g}") if minor else NullFormatter()
+        )
 
 
 __all__ = [

@@ -141,3 +141,16 @@ def test_plain_log_ticks_label_without_powers() -> None:
     assert not any("^" in s or "×" in s or "times" in s for s in labels), labels
     with pytest.raises(ValueError, match="axis"):
         display.plain_log_ticks(ax, "z")
+
+
+def test_plain_log_ticks_can_leave_minor_ticks_unlabelled() -> None:
+    fig, ax = plt.subplots()
+    ax.plot([0.3, 10.0], [1, 2])
+    ax.set_xscale("log")
+    display.plain_log_ticks(ax, "x", minor=False)
+    fig.canvas.draw()
+    minor = [t.get_text() for t in ax.get_xticklabels(minor=True)]
+    major = [t.get_text() for t in ax.get_xticklabels()]
+    plt.close(fig)
+    assert "1" in major and "10" in major
+    assert not any(minor), minor

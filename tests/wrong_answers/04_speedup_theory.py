@@ -1,0 +1,78 @@
+"""Plausible wrong answers to the exercises of notebooks/04_speedup_theory.ipynb.
+
+tests/test_exercises.py binds each one to the exercise's answer name in the student notebook and
+re-runs the check cell, which must fail with an ``AssertionError("Exercise N: ...")``.
+See `specdec_lab.exercises` for the format.
+"""
+
+from specdec_lab import theory
+
+
+def alpha_equals_c(gamma, c, r=1.0):
+    """Corollary 3.9 applied blindly: α* = c (true only for γ = 1 and free verification)."""
+    return c
+
+
+def ignores_verify_cost(gamma, c, r=1.0):
+    """Solves E[tokens](α) = γc + 1: the paper's free verification, whatever r was measured."""
+    cost = gamma * c + 1
+    return None if cost >= gamma + 1 else theory.alpha_from_tokens_per_call(cost, gamma)
+
+
+def forgets_the_target_token(gamma, c, r=1.0):
+    """Solves E[accepted drafts](α) = γc + r: the notation trap (drops the +1)."""
+    cost = gamma * c + r + 1
+    return None if cost >= gamma + 1 else theory.alpha_from_tokens_per_call(cost, gamma)
+
+
+def off_by_one_gamma(gamma, c, r=1.0):
+    """Inverts the tokens per call of γ − 1 drafts instead of γ."""
+    cost = gamma * c + r
+    if cost >= gamma:
+        return None
+    return theory.alpha_from_tokens_per_call(cost, gamma - 1) if gamma > 1 else 0.0
+
+
+def _fit_alpha(tokens_per_call):
+    alphas = [theory.alpha_from_tokens_per_call(t, g) for g, t in tokens_per_call.items()]
+    return sum(alphas) / len(alphas)
+
+
+def inverted_c(tokens_per_call, t_draft, t_target):
+    """c = t_target / t_draft: the cost ratio upside down."""
+    alpha = _fit_alpha(tokens_per_call)
+    return theory.optimal_gamma(alpha, t_target / t_draft)
+
+
+def zero_based_gamma(tokens_per_call, t_draft, t_target):
+    """Returns the index of the best γ in range(64), one less than the γ itself."""
+    alpha, c = _fit_alpha(tokens_per_call), t_draft / t_target
+    return max(range(64), key=lambda i: theory.speedup(alpha, i + 1, c))
+
+
+def ignores_draft_cost(tokens_per_call, t_draft, t_target):
+    """Maximises tokens per call: every extra draft looks free (over-speculating)."""
+    alpha = _fit_alpha(tokens_per_call)
+    return max(range(1, 65), key=lambda g: theory.expected_tokens(alpha, g))
+
+
+def naive_alpha(tokens_per_call, t_draft, t_target):
+    """α = tokens per call / (γ + 1): reads the share of a full block as the acceptance rate."""
+    alpha = sum(t / (g + 1) for g, t in tokens_per_call.items()) / len(tokens_per_call)
+    return theory.optimal_gamma(alpha, t_draft / t_target)
+
+
+WRONG_ANSWERS = {
+    "4.1": {
+        "α* = c": alpha_equals_c,
+        "ignores the verification cost r": ignores_verify_cost,
+        "forgets the target's token (+1)": forgets_the_target_token,
+        "off-by-one γ": off_by_one_gamma,
+    },
+    "4.2": {
+        "c upside down": inverted_c,
+        "0-based γ (off by one)": zero_based_gamma,
+        "ignores the draft's cost": ignores_draft_cost,
+        "α = tokens per call / (γ + 1)": naive_alpha,
+    },
+}
