@@ -8,6 +8,7 @@ covers solution and student notebooks.
 """
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -352,6 +353,31 @@ def check_cells(nb: nbformat.NotebookNode) -> list:
 
 def error_names(cell) -> list[str]:
     return [o.ename for o in cell.get("outputs", []) if o.output_type == "error"]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
+def test_notebook_ends_with_check_your_understanding(name: str) -> None:
+    """The recap: the last section is `## Check your understanding`, with at least three
+    numbered questions, their answers collapsed in <details> blocks."""
+    cells = nbformat.read(NOTEBOOKS / name, 4).cells
+    sections = [
+        (index, line.strip())
+        for index, cell in enumerate(cells)
+        if cell.cell_type == "markdown"
+        for line in cell.source.splitlines()
+        if line.startswith("## ")
+    ]
+    index, last = sections[-1]
+    assert last == "## Check your understanding", f"{name} ends with {last!r}"
+    recap = "\n".join(c.source for c in cells[index:] if c.cell_type == "markdown")
+    recap = recap[recap.index(last) :]
+    answers = re.findall(r"<details>.*?</details>", recap, flags=re.DOTALL)
+    for answer in answers:
+        recap = recap.replace(answer, "")
+    questions = [line for line in recap.splitlines() if re.match(r"\s*\d+\. \S", line)]
+    assert len(questions) >= 3 and answers, (
+        f"{name}: {len(questions)} numbered questions and {len(answers)} <details> answer blocks"
+    )
 
 
 def wrong_answers_file(name: str) -> Path:
