@@ -179,10 +179,9 @@ class Lab:
                 time.sleep(0.5)
         raise TimeoutError(f"JupyterLab did not answer in {timeout_s} s: {self.log_path}")
 
-    def url(self, path: str) -> str:
-        """The notebook at `path`, alone in a new workspace (no tabs left from earlier runs)."""
-        workspace = secrets.token_hex(4)
-        return f"{self.base}/lab/workspaces/{workspace}/tree/{path}?token={self.token}"
+    def url(self) -> str:
+        """JupyterLab in a new, empty workspace (no tabs restored from an earlier run)."""
+        return f"{self.base}/lab/workspaces/{secrets.token_hex(4)}?token={self.token}"
 
     def shut_down_kernels(self) -> None:
         for session in self.api("sessions"):
@@ -219,20 +218,41 @@ def error_outputs(cell: dict) -> list[str]:
     return [o["ename"] for o in cell["outputs"] if o["output_type"] == "error"]
 
 
-def open_notebook(browser: Browser, lab: Lab, path: str) -> Page:
-    """A new tab on the notebook at `path`, in a fresh kernel, once that kernel is idle."""
-    lab.shut_down_kernels()
+def open_lab(browser: Browser, lab: Lab) -> Page:
+    """JupyterLab's page, once its file browser lists the course root."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(lab.url(path))
-    page.wait_for_function(f"() => ({JS_KERNEL_STATUS})() === 'idle'", timeout=120_000)
+    page.goto(lab.url())
+    page.wait_for_selector(".jp-DirListing-item", timeout=120_000)
     return page
 
 
-def run_all(page: Page, name: str) -> float:
-    """Run > Run All Cells, as a learner would; returns the seconds until the kernel was idle."""
+def open_notebook(page: Page, lab: Lab, path: str) -> None:
+    """Open `path` as a double-click in the file browser does, and wait for its kernel to idle.
+    Earlier notebooks' kernels are shut down first, so each notebook has the CPU to itself."""
+    lab.shut_down_kernels()
+    page.evaluate(
+        "async path => { await window.jupyterapp.commands.execute('docmanager:open', {path}); }",
+        path,
+    )
+    page.wait_for_function(
+        f"""path => ({JS_CURRENT_NOTEBOOK})()?.context.path === path
+                    && ({JS_KERNEL_STATUS})() === 'idle'""",
+        arg=path,
+        timeout=120_000,
+    )
+
+
+def run_all(page: Page, name: str, restart: bool = False) -> float:
+    """Run > Run All Cells (or Kernel > Restart Kernel and Run All Cells), as a learner would.
+    Returns the seconds until no cell is queued and the kernel is idle."""
     start = time.monotonic()
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
+    if restart:
+        page.get_by_role("menuitem", name="Kernel", exact=True).click()
+        page.get_by_role("menuitem", name=re.compile(r"^Restart Kernel and Run All")).click()
+        page.locator(".jp-Dialog-button.jp-mod-accept").click()
+    else:
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
     page.wait_for_function(f"() => ({JS_BUSY_PROMPTS})() > 0", timeout=30_000)
     page.wait_for_function(
         f"() => ({JS_BUSY_PROMPTS})() === 0 && ({JS_KERNEL_STATUS})() === 'idle'",
@@ -288,7 +308,8 @@ def check_widget(page: Page, failures: Failures, run: int, move_slider: bool) ->
     if not move_slider:
         return real
     # Drag the first slider's handle to the right, as a learner would with the mouse.
-    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    panel = page.evaluate(f"() => ({JS_CURRENT_NOTEBOOK})().id")
+    cell = page.locator(f"[id='{panel}'] .jp-Cell").nth(index)
     handle = cell.locator(".noUi-handle").first
     box = handle.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
@@ -377,19 +398,26 @@ def main(argv: list[str] | None = None) -> int:
 
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                page = open_lab(browser, lab)
+                timings["page load"] = time.monotonic() - started - timings["server start"]
+                listed = page.locator(".jp-DirListing-itemText").all_text_contents()
+                screenshot(page, "lab-root")
+                failures.check(
+                    {"notebooks", "workshop", "README.md"} <= set(listed),
+                    f"the file browser opens on the course root ({', '.join(listed)})",
+                )
                 for path in SOLUTIONS:
                     runs = args.runs_04 if path == WIDGET_NOTEBOOK else 1
                     real = 0
+                    open_notebook(page, lab, path)
                     for run in range(1, runs + 1):
-                        page = open_notebook(browser, lab, path)
-                        timings[f"{Path(path).stem} run {run}"] = run_all(page, path)
+                        timings[f"{Path(path).stem} run {run}"] = run_all(page, path, run > 1)
                         check_solution(page, path, failures, f"{Path(path).stem}-run{run}")
                         if path == WIDGET_NOTEBOOK:
-                            real += check_widget(page, failures, run, move_slider=run == 1)
-                        page.close()
+                            real += check_widget(page, failures, run, move_slider=run == runs)
                     if path == WIDGET_NOTEBOOK:
                         log(f"notebook 04: {real} of {runs} Run Alls ended with a real plot")
-                page = open_notebook(browser, lab, STUDENT)
+                open_notebook(page, lab, STUDENT)
                 timings[f"workshop {Path(STUDENT).stem}"] = run_all(page, STUDENT)
                 check_student(page, failures)
                 browser.close()
