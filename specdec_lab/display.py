@@ -307,22 +307,27 @@ def plot_tv_vs_n(
 # --------------------------------------------------------------------------------------------
 
 
-def plain_log_ticks(ax: Any, axis: str = "both", minor: bool = True) -> None:
+def plain_log_ticks(ax: Any, axis: str = "both", minor: bool | None = None) -> None:
     """Label a log axis with plain numbers (0.5, 2, 4, 64) instead of 2⁶ or 4×10⁰.
 
-    Major ticks, and minor ticks if `minor` (useful when the axis spans less than a decade), get
-    `{:g}` labels; with `minor=False` minor ticks are left unlabelled. `axis`: "x", "y" or "both".
+    Major ticks get `{:g}` labels. Minor ticks get them too if `minor` is True, never if False,
+    and by default (None) only while the axis spans less than a decade, where the major ticks
+    alone would leave it nearly unlabelled. `axis`: "x", "y" or "both".
     """
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter
 
     if axis not in ("x", "y", "both"):
         raise ValueError(f"axis must be 'x', 'y' or 'both', got {axis!r}")
     for name in ("x", "y") if axis == "both" else (axis,):
         which = ax.xaxis if name == "x" else ax.yaxis
+
+        def minor_label(value: float, _: int, which: Any = which) -> str:
+            lo, hi = sorted(which.get_view_interval())
+            narrow = lo > 0 and np.log10(hi / lo) < 1
+            return f"{value:g}" if (minor if minor is not None else narrow) else ""
+
         which.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-        which.set_minor_formatter(
-            FuncFormatter(lambda value, _: f"{value:g}") if minor else NullFormatter()
-        )
+        which.set_minor_formatter(FuncFormatter(minor_label))
 
 
 __all__ = [
