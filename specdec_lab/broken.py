@@ -1,8 +1,9 @@
 """Deliberately broken speculative samplers: the equivalence checks must reject every one.
 
 A statistical test that never fails proves nothing, so the course "tests the test" with the
-mistakes real implementations made. Each verifier has the signature of
-`specdec_lab.verify.rejection_sample`; `RawQDrafter` is a drafter-level bug.
+mistakes real implementations made. Each verifier in `VERIFIERS` has the signature of
+`specdec_lab.verify.rejection_sample`; `RawQDrafter` is a drafter-level bug. The multi-draft
+bugs (`stale_residual`, `siblings_without_replacement_as_iid`) break token-tree verification.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import torch
 from specdec_lab.decoding import ModelDrafter
 from specdec_lab.lm import open_session
 from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
-from specdec_lab.verify import first_rejection
+from specdec_lab.verify import first_rejection, residual_distribution
 
 
 def always_accept(draft_tokens, q_probs, p_probs, generator=None) -> tuple[int, torch.Tensor]:
@@ -44,6 +45,30 @@ def unnormalized_residual(
     u = torch.rand(1, generator=generator)
     index = torch.searchsorted(residual.cumsum(0), u).clamp_max(residual.shape[0] - 1)
     return n, index[0]
+
+
+def stale_residual(candidates, q_probs, p_probs, generator=None) -> tuple[int, torch.Tensor]:
+    """Bug (multi-draft): every sibling is checked against the ORIGINAL p.
+
+    The residual is not updated between siblings, so a second sibling gets a second chance at
+    mass the first one already took: the output over-weights the draft. (Signature of
+    `specdec_lab.verify.multi_draft_sample`.)
+    """
+    for i, x in enumerate(candidates):
+        if torch.rand((), generator=generator) * q_probs[i, x] < p_probs[x]:
+            return i, x
+    return len(candidates), sample(residual_distribution(p_probs, q_probs[-1]), generator)
+
+
+def siblings_without_replacement_as_iid(q, k, generator=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bug (multi-draft): draw k distinct siblings, but report q for each, as if i.i.d.
+
+    The second sibling really comes from q with the first removed; verifying it against q
+    mis-states its probability (compare `specdec_lab.tree.draw_siblings`).
+    """
+    k = min(k, int((q > 0).sum()))
+    candidates = torch.multinomial(q, k, replacement=False, generator=generator)  # (k,)
+    return candidates, q.expand(k, -1)  # (k,), (k, V)
 
 
 class RawQDrafter(ModelDrafter):

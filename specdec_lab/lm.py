@@ -77,11 +77,16 @@ class MockSession(_SessionBase):
         """
         self._new_tokens(ids)
         t0 = time.perf_counter()
-        paths = [tree_path(ids, tree_tokens, parents, i) for i in range(len(parents))]
-        rows = [self.model.logits(ids)[-1]] + [self.model.logits(path)[-1] for path in paths]
+        length, n = ids.shape[0], len(parents)
+        rows = torch.empty(1 + n, self.vocab_size)
+        leaves = sorted(set(range(n)) - set(parents)) or [-1]  # -1: no tree, only the root
+        for leaf in leaves:  # one causal pass per root-to-leaf branch scores all of its nodes
+            branch = tree_branch(parents, leaf)  # node indices, root to leaf
+            scores = self.model.logits(torch.cat([ids, tree_tokens[branch]]))  # (L + d, V)
+            rows[[0, *[1 + i for i in branch]]] = scores[length - 1 :, : self.vocab_size]
         self._count(t0)
-        self.cached = ids.shape[0]
-        return torch.stack(rows)[:, : self.vocab_size]  # (1 + N, V)
+        self.cached = length
+        return rows  # (1 + N, V)
 
 
 class HFSession(_SessionBase):
@@ -183,13 +188,18 @@ def tree_ancestry(parents: list[int]) -> torch.Tensor:
     return seen
 
 
-def tree_path(ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int], node: int):
-    """The sequence `ids` followed by the tokens from the root down to `node`: (L + depth,)."""
+def tree_branch(parents: list[int], node: int) -> list[int]:
+    """The node indices from the root down to `node` (empty for the root, -1)."""
     branch = []
     while node >= 0:
-        branch.append(int(tree_tokens[node]))
+        branch.append(node)
         node = parents[node]
-    return torch.cat([ids, torch.tensor(branch[::-1], dtype=torch.long)])
+    return branch[::-1]
+
+
+def tree_path(ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int], node: int):
+    """The sequence `ids` followed by the tokens from the root down to `node`: (L + depth,)."""
+    return torch.cat([ids, tree_tokens[tree_branch(parents, node)].long()])
 
 
 def vocab_size_of(model) -> int:

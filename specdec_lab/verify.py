@@ -133,6 +133,71 @@ def greedy_verify(draft_tokens: torch.Tensor, p_logits: torch.Tensor) -> tuple[i
     return n, target_choice[n]
 
 
+def multi_draft_sample(
+    candidates: torch.Tensor,
+    q_probs: torch.Tensor,
+    p_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> tuple[int, torch.Tensor]:
+    """Verify k candidates for ONE position: recursive rejection sampling.
+
+    SpecInfer (Miao et al. 2023, arXiv:2305.09781) and SpecTr (Sun et al. 2023,
+    arXiv:2310.15141). candidates: (k,), candidate i drawn from q_probs[i] (k, V); p_probs: (V,).
+    Candidate i is accepted with probability min(1, p_i(x)/q_i(x)); on a rejection
+    p_{i+1} = norm(max(0, p_i − q_i)) and the next candidate is tried against it. If all k are
+    rejected, returns (k, a token drawn from the last residual); else (i, candidates[i]).
+
+    Each round is one ordinary rejection step, so its output follows p_i, and p_{i+1} is exactly
+    p_i conditioned on a rejection: the output follows p. This needs candidate i to be drawn from
+    q_probs[i] *given the earlier candidates*: for i.i.d. siblings every row is the same q; for
+    siblings drawn without replacement pass `without_replacement_q` (the earlier ones removed).
+    """
+    if not isinstance(candidates, torch.Tensor) or candidates.dim() != 1:
+        raise ValueError("candidates must be a 1-D tensor (k,)")
+    k = candidates.shape[0]
+    _check_probs("q_probs", q_probs, rows=k)
+    _check_probs("p_probs", p_probs[None])
+    if q_probs.shape[1] != p_probs.shape[0]:
+        raise ValueError(f"q_probs has V={q_probs.shape[1]}, p_probs has V={p_probs.shape[0]}")
+    if k and (q_probs[torch.arange(k), candidates] <= 0).any():
+        raise ValueError("a candidate has q(x) = 0: q_probs is not the distribution it came from")
+    p = p_probs
+    for i in range(k):
+        x, q = candidates[i], q_probs[i]
+        if torch.rand((), generator=generator) * q[x] < p[x]:  # u < p(x)/q(x), no division
+            return i, x
+        p = residual_distribution(p, q)  # (V,) p_{i+1}
+    return k, sample(p, generator)
+
+
+def without_replacement_q(q: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    """The distributions that siblings drawn from q WITHOUT replacement really come from.
+
+    q: (V,), candidates: (k,) distinct. Row i is q with candidates[:i] removed, renormalised:
+    (k, V). Pass these rows, not q repeated, to `multi_draft_sample`.
+    """
+    rows, q = [], q.clone()
+    for x in candidates.tolist():
+        rows.append(q / q.sum())
+        q[x] = 0.0
+    return torch.stack(rows) if rows else q.new_zeros(0, q.shape[0])
+
+
+def multi_draft_law(q_probs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """The exact output law of `multi_draft_sample` when candidate i ~ q_probs[i] independently.
+
+    q_probs: (k, V), p: (V,) -> (V,). Round i accepts x with probability min(p_i, q_i)(x) and
+    is reached with probability Π_{j<i} (1 − Σ min(p_j, q_j)). The identity: this equals p.
+    """
+    law, reach = torch.zeros_like(p), torch.ones(())
+    for q in q_probs:
+        accepted = torch.minimum(p, q)  # (V,)
+        law = law + reach * accepted
+        reach = reach * (1 - accepted.sum()).clamp_min(0)
+        p = residual_distribution(p, q)
+    return law + reach * p
+
+
 def one_step_law(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """The exact law of the token emitted at one position by the rejection rule.
 

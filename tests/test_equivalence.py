@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from specdec_lab import broken, decoding, drafters, mock, stats, verify
+from specdec_lab import broken, decoding, drafters, mock, stats, tree, verify
 from specdec_lab.lm import open_session
 from specdec_lab.sampling import logits_to_probs, sample
 
@@ -138,6 +138,55 @@ def test_multi_token_law_adaptive_gamma(pair) -> None:
     for drafter in [confident, scheduled]:
         check = _sequence_check(pair, "T=1", draft=drafter, gamma=3)
         assert check.passed, check
+
+
+def _tree_sequence_check(
+    pair, setting, branching=(2, 1), prompt=PROMPT, length=LENGTH, **broken_parts
+):
+    temperature, top_k, top_p = SETTINGS[setting]
+    target, draft = pair
+    law = stats.exact_sequence_law(target, prompt, length, temperature, top_k, top_p)
+    n = stats.samples_needed(tol=0.06, delta=DELTA, n_outcomes=law.shape[0])
+    g = torch.Generator().manual_seed(1)
+    kwargs = dict(temperature=temperature, top_k=top_k, top_p=top_p, generator=g, **broken_parts)
+    seqs = [
+        tree.tree_speculative_generate(
+            target, draft, prompt, length, branching, **kwargs
+        ).tokens.tolist()
+        for _ in range(n)
+    ]
+    return stats.check_against_law(stats.encode_sequences(seqs, target.vocab_size), law, DELTA)
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_multi_token_law_token_tree(pair, setting) -> None:
+    # Two distinct first tokens (recursive rejection sampling at the root), a chain below each.
+    check = _tree_sequence_check(pair, setting)
+    assert check.passed, check
+
+
+@pytest.fixture(scope="module")
+def unrelated_pair():
+    # Distinct siblings verified as i.i.d. are exact by accident on some small pairs (V = 3 here);
+    # an unrelated draft over V = 4 puts them 0.49 in TV from p at the first position.
+    target = mock.MockLM(vocab_size=4, sharpness=1.5, seed=4)
+    return target, mock.MockDraft(target, quality=0.0, seed=5)
+
+
+TREE_PARTS = {
+    "correct": {},
+    "stale residual": {"verify_siblings": broken.stale_residual},
+    "distinct siblings verified as i.i.d.": {
+        "siblings": broken.siblings_without_replacement_as_iid
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(TREE_PARTS))
+def test_multi_token_check_catches_broken_tree_samplers(unrelated_pair, name) -> None:
+    # Three distinct first tokens, checked by recursive rejection sampling (or a broken variant).
+    check = _tree_sequence_check(unrelated_pair, "T=1", (3,), length=2, **TREE_PARTS[name])
+    assert check.passed == (name == "correct"), check
 
 
 def test_sample_size_bound() -> None:
