@@ -2,10 +2,14 @@
 
     bash scripts/gpu_check.sh            # on a GPU box: realistic shapes, < 10 minutes
     python scripts/gpu_check.py --smoke  # anywhere: tiny shapes, a minute on a CPU
+    SPECDEC_LAB_FORCE_GPU_PATHS=1 python scripts/gpu_check.py   # GPU dry run on a CPU
 
 Writes data/results/gpu-profile.json (notebook 05's measurements, in the schema documented in
 `specdec_lab.profiling`) and data/results/gpu-bench.json (`python -m specdec_lab bench` on the
-embedded pair), each with the device it ran on. Needs no internet: random-init shapes only.
+embedded pair, in bfloat16 as on a GPU), each with the device it ran on. Needs no internet:
+random-init shapes only. Before the ladder runs, the memory guard (`models.fit_ladder`) drops the
+shapes that would not fit in free memory, and an out-of-memory error stops the ladder where it
+happened instead of ending the run. The dry run takes every GPU branch at smoke sizes.
 """
 
 from __future__ import annotations
@@ -19,14 +23,17 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from specdec_lab import profiling, runtime, theory
+from specdec_lab import models, profiling, runtime, theory
 
 RESULTS = Path(__file__).resolve().parents[1] / "data" / "results"
 
 
 def profile(device: torch.device, smoke: bool) -> dict:
-    dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    gpu = runtime.gpu_paths(device)
+    dtype = torch.bfloat16 if gpu else torch.float32
     ladder = ("tiny-1M", "small-29M") if smoke else profiling.GPU_LADDER
+    if gpu:
+        ladder = models.fit_ladder(ladder, profiling.LADDER, device, dtype)
     ks = [1, 2, 4, 8] if smoke else [1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256]
     repeats = 3 if smoke else 7
     nbytes = 2**26 if smoke else 2**30
@@ -40,17 +47,26 @@ def profile(device: torch.device, smoke: bool) -> dict:
         "models": {},
     }
     for name in tqdm(ladder, desc="ladder"):
-        model = profiling.build_model(profiling.LADDER[name], device=device, dtype=dtype)
-        lat = [t.median for t in profiling.latency_sweep(model, ks, repeats=repeats)]
+        try:
+            model = profiling.build_model(profiling.LADDER[name], device=device, dtype=dtype)
+            lat = [t.median for t in profiling.latency_sweep(model, ks, repeats=repeats)]
+        except (torch.OutOfMemoryError, RuntimeError) as err:
+            if not models.is_out_of_memory(err):
+                raise
+            print(f"out of memory at {name}: the ladder stops at the previous model")
+            break
+        finally:
+            model = None
+            runtime.release_memory(device)
         out["models"][name] = {
             "params": profiling.param_count(profiling.LADDER[name]),
             "ks": ks,
             "latency_s": lat,
             "knee": profiling.find_knee(ks, lat),
         }
-        del model
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    ladder = list(out["models"])
+    if not ladder:
+        raise models.InsufficientMemoryError(f"not even {name} fits on {device}")
 
     # How batch size erodes the free verification: target k=1 vs k=γ+1 as the batch grows.
     target = ladder[-1]
@@ -88,16 +104,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny shapes (CPU dry run)")
     args = parser.parse_args(argv)
     device = runtime.default_device()
-    if device.type == "cpu" and not args.smoke:
-        print("no GPU found: run with --smoke for a CPU dry run", file=sys.stderr)
+    if device.type == "cpu" and not (args.smoke or runtime.dry_run(device)):
+        print(
+            f"no GPU found: run with --smoke, or set {runtime.FORCE_GPU_PATHS}=1 for a GPU dry run",
+            file=sys.stderr,
+        )
         return 2
+    smoke = args.smoke or runtime.dry_run(device)
     tag = device.type
     prefix = (
-        "smoke" if args.smoke else "gpu"
+        "smoke" if smoke else "gpu"
     )  # smoke records are git-ignored, never "recorded GPU results"
     start = time.perf_counter()
     path = profiling.save_results(
-        RESULTS / f"{prefix}-profile-{tag}.json", profile(device, args.smoke), device
+        RESULTS / f"{prefix}-profile-{tag}.json", profile(device, smoke), device
     )
     print(f"wrote {path} ({time.perf_counter() - start:.0f} s)")
     bench = [
@@ -108,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         "--out",
         str(RESULTS / f"{prefix}-bench-{tag}.json"),
     ]
-    if args.smoke:
+    if smoke:
         bench.append("--smoke")
+    if runtime.gpu_paths(device):  # what a GPU loads by default; exactness is then not asserted
+        bench += ["--dtype", "bfloat16"]
     return subprocess.call(bench)
 
 

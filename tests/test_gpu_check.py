@@ -1,20 +1,31 @@
-"""The GPU recording script runs on the CPU at --smoke size and writes the documented schema."""
+"""The GPU recording script, run on the CPU: at --smoke size, and as a GPU dry run
+(SPECDEC_LAB_FORCE_GPU_PATHS=1), which takes its GPU branches (bfloat16, the memory guard, the
+bench in reduced precision) at smoke sizes and writes the documented schema."""
 
 import importlib.util
+import json
 from pathlib import Path
 
+import pytest
 import torch
 
-from specdec_lab import profiling
+from specdec_lab import models, profiling, runtime
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
+needs_embedded = pytest.mark.skipif(
+    not (models.MODELS_DIR / "target" / "config.json").exists(), reason="embedded pair not trained"
+)
 
 
-def test_gpu_check_profile_smoke() -> None:
+@pytest.fixture
+def gpu_check():
     spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
-    out = gpu_check.profile(torch.device("cpu"), smoke=True)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _check_profile(out: dict) -> None:
     assert out["bandwidth_gbs"] > 0 and out["matmul_flops"] > 0
     for model in out["models"].values():
         assert len(model["ks"]) == len(model["latency_s"])
@@ -22,3 +33,31 @@ def test_gpu_check_profile_smoke() -> None:
     batch = out["batch"]
     assert len(batch["batches"]) == len(batch["t_k1_s"]) == len(batch["t_verify_s"])
     assert set(out["pair"]["predicted_speedup"]) == {"0.6", "0.7", "0.8"}
+
+
+def test_gpu_check_profile_smoke(gpu_check) -> None:
+    out = gpu_check.profile(torch.device("cpu"), smoke=True)
+    assert out["dtype"] == "float32"
+    _check_profile(out)
+
+
+def test_without_a_gpu_the_full_run_is_refused(gpu_check, monkeypatch, capsys) -> None:
+    monkeypatch.delenv(runtime.FORCE_GPU_PATHS, raising=False)
+    assert gpu_check.main([]) == 2
+    assert runtime.FORCE_GPU_PATHS in capsys.readouterr().err
+
+
+@needs_embedded
+def test_gpu_dry_run(gpu_check, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv(runtime.FORCE_GPU_PATHS, "1")
+    monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
+    # The memory guard runs on 0.3 GiB "free": enough for small-29M next to tiny-1M in bfloat16,
+    # and for the embedded pair in the bench (tests/test_families.py covers what it drops).
+    monkeypatch.setenv(runtime.FREE_MEMORY_GIB, "0.3")
+    assert gpu_check.main([]) == 0  # no --smoke: the GPU branch, at smoke sizes
+    profile = json.loads((tmp_path / "smoke-profile-cpu.json").read_text())["results"]
+    assert profile["dtype"] == "bfloat16" and list(profile["models"]) == ["tiny-1M", "small-29M"]
+    _check_profile(profile)
+    record = json.loads((tmp_path / "smoke-bench-cpu.json").read_text())["results"]
+    assert record["dtype"] == "bfloat16"  # exactness not asserted; mismatches recorded instead
+    assert all(r["mismatches"] is not None for r in record["rows"] if r["temperature"] == 0)
