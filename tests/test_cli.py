@@ -1,11 +1,12 @@
 """The command-line entry points: demo and bench run end to end and print their summaries."""
 
+import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import bench
+from specdec_lab import bench, runtime
 from specdec_lab.__main__ import main
-from specdec_lab.models import Pair
+from specdec_lab.models import MODELS_DIR, Pair
 
 
 def test_help(capsys) -> None:
@@ -17,6 +18,8 @@ def test_demo_on_mock_models(capsys) -> None:
     assert main(["demo", "--pair", "mock", "--max-new-tokens", "30", "--no-color"]) == 0
     out = capsys.readouterr().out
     assert "speedup" in out and "identical to greedy target output  True" in out
+    greedy, sampled = out.split("--- sampled at T = 0.7")  # the sampled run comes second
+    assert "--- greedy" in greedy and "tokens per target call" in sampled
 
 
 def test_bench_table_on_a_tiny_pair() -> None:
@@ -40,9 +43,16 @@ def test_bench_table_on_a_tiny_pair() -> None:
     spec = next(r for r in rows if r.gamma == 3)
     assert spec.alpha == 1.0 and spec.tokens_per_call == 4.0
     assert spec.predicted is not None and costs["c"] > 0
+    sampled = [r for r in rows if r.temperature > 0]
+    assert sorted({r.temperature for r in sampled}) == [0.7, 1.0] and len(sampled) == 4
+    assert all(r.alpha == 1.0 for r in sampled if r.gamma)  # a perfect draft, at any T
+    assert all(r.mismatches == 0 for r in rows if r.temperature == 0)
+    assert all(len(r.prompt_speedups) == 1 and 0 <= r.repeated_4grams <= 1 for r in rows)
     table = bench.format_table(rows, costs)
     assert all(r.method in table for r in rows) and "HF assisted" in table
-    assert set(bench.summarize(rows)) >= {"speedup_vs_autoregressive", "measured_over_predicted"}
+    summary = bench.summarize(rows)
+    assert set(summary) >= {"speedup_vs_autoregressive", "measured_over_predicted"}
+    assert {"speedup_T0.7", "speedup_T1"} <= set(summary)
 
 
 def test_cli_reports_errors_in_one_line(capsys, monkeypatch) -> None:
@@ -50,3 +60,14 @@ def test_cli_reports_errors_in_one_line(capsys, monkeypatch) -> None:
     assert main(["demo", "--pair", "gpt2"]) == 2
     err = capsys.readouterr().err
     assert "unreachable" in err and "Traceback" not in err
+    assert main(["bench", "--target", "only/target"]) == 2
+    assert "needs draft= too" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (MODELS_DIR / "target" / "config.json").exists(), reason="no embedded pair")
+def test_cli_memory_guard_refuses_in_one_line(capsys, monkeypatch) -> None:
+    monkeypatch.setenv(runtime.FORCE_GPU_PATHS, "1")  # a GPU dry run: the guard runs on the CPU
+    monkeypatch.setenv(runtime.FREE_MEMORY_GIB, "0.001")
+    assert main(["bench", "--smoke"]) == 2  # refused before any weights are read
+    err = capsys.readouterr().err
+    assert "pair 'embedded'" in err and "GiB are free on cpu" in err and "\n" not in err.strip()
