@@ -281,15 +281,18 @@ def count_params(config) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def model_bytes(config, dtype: torch.dtype, context_tokens: int = CONTEXT_TOKENS) -> int:
+def model_bytes(
+    config, dtype: torch.dtype, context_tokens: int = CONTEXT_TOKENS, params: int | None = None
+) -> int:
     """Estimated bytes of a model on a device: parameters × bytes per element + the KV cache of
-    `context_tokens` positions (2 × layers × kv heads × head dim × positions × bytes)."""
+    `context_tokens` positions (2 × layers × kv heads × head dim × positions × bytes).
+    `params` skips counting them (`count_params`) when the caller knows the number."""
     nbytes = torch.finfo(dtype).bits // 8
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     kv = 2 * config.num_hidden_layers * kv_heads * head_dim * context_tokens * nbytes
-    return count_params(config) * nbytes + kv
+    return (count_params(config) if params is None else params) * nbytes + kv
 
 
 def check_fits(needed: int, device: torch.device | str, what: str, free: int | None = None) -> None:
@@ -316,7 +319,9 @@ def fit_ladder(
     `profiling.LADDER`) that fit on `device` next to the smallest one, which stays loaded as the
     draft. Prints one sentence when it drops any; raises if not even the smallest fits."""
     free = runtime.free_memory(device) if free is None else free
-    size = {n: model_bytes(shapes[n].config(), dtype, context_tokens) for n in names}
+    size = {
+        n: model_bytes(shapes[n].config(), dtype, context_tokens, shapes[n].params) for n in names
+    }
     first = names[0]
     check_fits(size[first], device, f"the smallest ladder model {first}", free)
     kept = [n for n in names if n == first or size[first] + size[n] <= free / HEADROOM]
