@@ -164,7 +164,7 @@ def load_pair(
         target_src, draft_src = _resolve_local(target), _resolve_local(draft)
         name = f"{Path(target_src).name} + {Path(draft_src).name}"
     device, dtype = _device_and_dtype(device, dtype)
-    if runtime.dry_run(device) and name in PAIRS and PAIRS[name].family:
+    if runtime.stand_ins(device) and name in PAIRS and PAIRS[name].family:
         # A GPU dry run never downloads: the hub sides become a tiny model of the same family.
         stand_in = _stand_in_dirs(PAIRS[name].family)
         target_src = str(stand_in[0]) if not Path(target_src).is_dir() else target_src

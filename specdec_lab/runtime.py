@@ -6,8 +6,10 @@ Library code takes its device from its inputs; only notebooks and command-line e
 GPU dry run: with the environment variable `SPECDEC_LAB_FORCE_GPU_PATHS=1`, `gpu_paths()` is True
 on a CPU-only machine too, so the branches a GPU user executes (heavier settings, hub pairs with
 their fallback, the memory guard, `scripts/gpu_check.py`) run here, on tiny stand-in models
-(`dry_run()` tells which sizes to shrink). `SPECDEC_LAB_FREE_MEMORY_GIB=<x>` pretends that only
-x GiB are free, to walk the memory guard's fallback by hand.
+(`dry_run()` tells which sizes to shrink). Hub pairs load as tiny random stand-ins of their
+family; `SPECDEC_LAB_STAND_INS=0` loads nothing instead, so offline the hub pair fails and the
+fallback branch runs. `SPECDEC_LAB_FREE_MEMORY_GIB=<x>` pretends that only x GiB are free, to
+walk the memory guard's fallback by hand.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def has_gpu() -> bool:
 
 FORCE_GPU_PATHS = "SPECDEC_LAB_FORCE_GPU_PATHS"
 FREE_MEMORY_GIB = "SPECDEC_LAB_FREE_MEMORY_GIB"
+STAND_INS = "SPECDEC_LAB_STAND_INS"
 
 
 def force_gpu_paths() -> bool:
@@ -68,6 +71,11 @@ def dry_run(device: torch.device | str | None = None) -> bool:
     """Accelerator branches forced onto a CPU: callers shrink sizes and load tiny stand-ins."""
     device = torch.device(device) if device is not None else default_device()
     return device.type == "cpu" and force_gpu_paths()
+
+
+def stand_ins(device: torch.device | str | None = None) -> bool:
+    """In a dry run, load hub pairs as tiny stand-ins (unless `SPECDEC_LAB_STAND_INS=0`)."""
+    return dry_run(device) and os.environ.get(STAND_INS, "1") != "0"
 
 
 def free_memory(device: torch.device | str) -> int | None:

@@ -253,6 +253,9 @@ def test_dry_run_loads_a_stand_in_for_a_hub_pair(monkeypatch) -> None:
     pair = models.load_pair("qwen2.5", device="cpu", dtype="bfloat16")
     assert "stand-in" in pair.describe() and pair.dtype == torch.bfloat16
     assert models.vocab_size_of(pair.target) != models.vocab_size_of(pair.draft)
+    monkeypatch.setenv(runtime.STAND_INS, "0")  # a dry run of the fallback branch instead
+    with pytest.raises(models.HubUnavailableError):
+        models.load_pair("qwen2.5", device="cpu")
 
 
 def test_hub_pair_offline_falls_back_with_one_sentence(monkeypatch, capsys, tmp_path) -> None:
