@@ -22,7 +22,7 @@ def test_demo_on_mock_models(capsys) -> None:
     assert "--- greedy" in greedy and "tokens per target call" in sampled
 
 
-def test_bench_table_on_a_tiny_pair() -> None:
+def _tiny_pair() -> Pair:
     config = LlamaConfig(
         vocab_size=32,
         hidden_size=32,
@@ -38,7 +38,11 @@ def test_bench_table_on_a_tiny_pair() -> None:
     target = LlamaForCausalLM(config).eval()
     draft = LlamaForCausalLM(config).eval()
     draft.load_state_dict(target.state_dict())  # a perfect draft: every token accepted
-    pair = Pair("tiny", target, draft, None, 32, torch.device("cpu"))
+    return Pair("tiny", target, draft, None, 32, torch.device("cpu"))
+
+
+def test_bench_table_on_a_tiny_pair() -> None:
+    pair = _tiny_pair()
     rows, costs = bench.run_bench(pair, [torch.tensor([1, 2, 3])], bench.QUICK, progress=False)
     spec = next(r for r in rows if r.gamma == 3)
     assert spec.alpha == 1.0 and spec.tokens_per_call == 4.0
@@ -53,6 +57,29 @@ def test_bench_table_on_a_tiny_pair() -> None:
     summary = bench.summarize(rows)
     assert set(summary) >= {"speedup_vs_autoregressive", "measured_over_predicted"}
     assert {"speedup_T0.7", "speedup_T1"} <= set(summary)
+
+
+def test_bench_guards_greedy_exactness_in_float32_only(monkeypatch) -> None:
+    """A speculative decoder that changes the greedy output fails the bench in float32; in
+    bfloat16 the bench records the mismatch and says why it does not fail."""
+    real = bench.decoding.speculative_generate
+
+    def off_by_one(*args, **kwargs):
+        out = real(*args, **kwargs)
+        out.tokens[-1] = (out.tokens[-1] + 1) % 32
+        return out
+
+    monkeypatch.setattr(bench.decoding, "speculative_generate", off_by_one)
+    pair = _tiny_pair()
+    cfg = bench.BenchConfig(gammas=(3,), max_new_tokens=8, repeats=1, n_prompts=1, hf=False)
+    with pytest.raises(AssertionError, match="changed the greedy output in float32"):
+        bench.run_bench(pair, [torch.tensor([1, 2, 3])], cfg, progress=False)
+    pair.target.to(torch.bfloat16), pair.draft.to(torch.bfloat16)
+    rows, _ = bench.run_bench(pair, [torch.tensor([1, 2, 3])], cfg, progress=False)
+    assert [r.mismatches for r in rows if r.temperature == 0] == [0, 1]
+    note = bench.reduced_precision_note(rows, pair.dtype)
+    assert "speculative γ=3 (ours) 1" in note and "asserted in float32 only" in note
+    assert bench.reduced_precision_note(rows, torch.float32) is None
 
 
 def test_cli_reports_errors_in_one_line(capsys, monkeypatch) -> None:
