@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
 
 from specdec_lab.exercises import CHECK_TAG
 
@@ -324,7 +325,7 @@ def check_widget(page: Page, failures: Failures, run: int, move_slider: bool) ->
             arg=settled,
             timeout=30_000,
         )
-    except Exception:  # noqa: BLE001 - reported as a failed check just below
+    except PlaywrightError:  # no new image in 30 s: the check just below fails
         pass
     page.wait_for_function(f"() => ({JS_KERNEL_STATUS})() === 'idle'", timeout=30_000)
     time.sleep(1.0)
@@ -354,6 +355,30 @@ def check_student(page: Page, failures: Failures) -> None:
         f"{STUDENT}: the first failing cell (#{first['index']}) is a check cell raising "
         f"NotImplementedError (tags {first['tags']}, errors {error_outputs(first)})",
     )
+
+
+def first_hour(page: Page, lab: Lab, failures: Failures, timings: dict, runs_04: int) -> None:
+    """What a learner does first: look at the course root, Run All in 01, 04 and workshop/01."""
+    listed = page.locator(".jp-DirListing-itemText").all_text_contents()
+    screenshot(page, "lab-root")
+    failures.check(
+        {"notebooks", "workshop", "README.md"} <= set(listed),
+        f"the file browser opens on the course root ({', '.join(listed)})",
+    )
+    for path in SOLUTIONS:
+        runs = runs_04 if path == WIDGET_NOTEBOOK else 1
+        real = 0
+        open_notebook(page, lab, path)
+        for run in range(1, runs + 1):
+            timings[f"{Path(path).stem} run {run}"] = run_all(page, path, restart=run > 1)
+            check_solution(page, path, failures, f"{Path(path).stem}-run{run}")
+            if path == WIDGET_NOTEBOOK:
+                real += check_widget(page, failures, run, move_slider=run == runs)
+        if path == WIDGET_NOTEBOOK:
+            log(f"notebook 04: {real} of {runs} Run Alls ended with a real plot")
+    open_notebook(page, lab, STUDENT)
+    timings[f"workshop {Path(STUDENT).stem}"] = run_all(page, STUDENT)
+    check_student(page, failures)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -400,26 +425,11 @@ def main(argv: list[str] | None = None) -> int:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 page = open_lab(browser, lab)
                 timings["page load"] = time.monotonic() - started - timings["server start"]
-                listed = page.locator(".jp-DirListing-itemText").all_text_contents()
-                screenshot(page, "lab-root")
-                failures.check(
-                    {"notebooks", "workshop", "README.md"} <= set(listed),
-                    f"the file browser opens on the course root ({', '.join(listed)})",
-                )
-                for path in SOLUTIONS:
-                    runs = args.runs_04 if path == WIDGET_NOTEBOOK else 1
-                    real = 0
-                    open_notebook(page, lab, path)
-                    for run in range(1, runs + 1):
-                        timings[f"{Path(path).stem} run {run}"] = run_all(page, path, run > 1)
-                        check_solution(page, path, failures, f"{Path(path).stem}-run{run}")
-                        if path == WIDGET_NOTEBOOK:
-                            real += check_widget(page, failures, run, move_slider=run == runs)
-                    if path == WIDGET_NOTEBOOK:
-                        log(f"notebook 04: {real} of {runs} Run Alls ended with a real plot")
-                open_notebook(page, lab, STUDENT)
-                timings[f"workshop {Path(STUDENT).stem}"] = run_all(page, STUDENT)
-                check_student(page, failures)
+                try:
+                    first_hour(page, lab, failures, timings, args.runs_04)
+                except PlaywrightError as err:  # a timeout or a missing element: show where
+                    screenshot(page, "stopped-here")
+                    failures.check(False, f"stopped: {str(err).splitlines()[0]}")
                 browser.close()
         finally:
             lab.stop()
