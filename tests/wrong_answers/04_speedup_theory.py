@@ -76,3 +76,50 @@ WRONG_ANSWERS = {
         "α = tokens per call / (γ + 1)": naive_alpha,
     },
 }
+
+
+def _best_gamma(alpha, c, r):
+    return max(range(1, 65), key=lambda g: theory.speedup(alpha, g, c, r))
+
+
+def highest_alpha(candidates, r=1.0):
+    """Deploys the draft that guesses best, at its best γ: forgets what it costs."""
+    name = max(candidates, key=lambda n: candidates[n][0])
+    return name, _best_gamma(*candidates[name], r)
+
+
+def cheapest(candidates, r=1.0):
+    """Deploys the cheapest draft, at its best γ: forgets how often it is accepted."""
+    name = min(candidates, key=lambda n: candidates[n][1])
+    return name, _best_gamma(*candidates[name], r)
+
+
+def alpha_minus_c(candidates, r=1.0):
+    """Ranks drafts by the break-even margin α − c, then picks γ."""
+    name = max(candidates, key=lambda n: candidates[n][0] - candidates[n][1])
+    return name, _best_gamma(*candidates[name], r)
+
+
+def free_verification(candidates, r=1.0):
+    """Ignores the measured verification cost: r = 1 always."""
+    options = [(n, g) for n in candidates for g in range(1, 65)]
+    return max(
+        options, key=lambda o: theory.speedup(candidates[o[0]][0], o[1], candidates[o[0]][1])
+    )
+
+
+def zero_based_choice(candidates, r=1.0):
+    """Right draft, but γ as an index into range(64): one less than the best γ."""
+    options = [(n, i) for n in candidates for i in range(64)]
+    return max(
+        options, key=lambda o: theory.speedup(candidates[o[0]][0], o[1] + 1, candidates[o[0]][1], r)
+    )
+
+
+WRONG_ANSWERS["4.3"] = {
+    "highest α": highest_alpha,
+    "lowest c": cheapest,
+    "largest α − c": alpha_minus_c,
+    "ignores the verification cost r": free_verification,
+    "0-based γ (off by one)": zero_based_choice,
+}
