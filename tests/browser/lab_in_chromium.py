@@ -122,9 +122,11 @@ def free_port() -> int:
 
 
 def saved_outputs(path: Path) -> str:
-    """A digest of the outputs stored in the notebook file (what an autosave would change)."""
+    """A digest of the outputs stored in the notebook file: what an autosave would change (and
+    what someone editing the notebook's cells meanwhile would not)."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    return hashlib.sha256(json.dumps([c.get("outputs") for c in cells]).encode()).hexdigest()
+    outputs = [o for c in cells for o in c.get("outputs", [])]
+    return hashlib.sha256(json.dumps(outputs, sort_keys=True).encode()).hexdigest()
 
 
 class Lab:
