@@ -1,7 +1,7 @@
 """Autoregressive and speculative generation, for mock models and transformers causal LMs alike.
 
 Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ = draft length.
-One speculative step reads top to bottom in `speculative_generate`:
+One speculative step reads top to bottom in `speculative_step`:
 
     1. the draft proposes γ tokens and the distributions q it drew them from;
     2. the target scores all γ+1 positions in ONE forward pass, giving p;
@@ -9,7 +9,11 @@ One speculative step reads top to bottom in `speculative_generate`:
        (the residual sample at a rejection, or the bonus sample from p[γ]);
     4. both KV caches are rolled back to the accepted prefix.
 
-Both functions return the new tokens together with the statistics that plots and benchmarks read.
+`run_steps` is the loop every method shares (the chain here, adaptive drafters through the
+`Drafter` protocol, token trees in `specdec_lab.tree`): it calls a step until the token budget
+is spent and collects statistics; sessions and drafters count their own calls and seconds.
+Every function returns the new tokens together with the statistics that plots and benchmarks
+read.
 """
 
 from __future__ import annotations
