@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         "--text",
         nargs="+",
         type=Path,
-        default=[Path("data/corpus/code_train.txt"), Path("data/corpus/prose_train.txt")],
+        default=[models.MODELS_DIR.parent / "corpus" / f"{d}_train.txt" for d in ("code", "prose")],
         help="training text files (the target's own training split)",
     )
     parser.add_argument("--seq-len", type=int, default=128)
@@ -321,11 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     sequences = text_sequences(tokenizer, args.text, 4000, args.seq_len, args.seed)
     head, log = train_head(target, sequences, 60 * args.minutes, seed=args.seed)
-    prompts = [
-        torch.tensor([tokenizer.bos_token_id or 0, *tokenizer(p["text"])["input_ids"]])
-        for domain in ("code", "prose")
-        for p in bench.load_prompts(domain, 3)
-    ]
+    prompts = []  # the bench's held-out prompts, encoded as `models.Pair.encode` does
+    for p in [p for domain in ("code", "prose") for p in bench.load_prompts(domain, 3)]:
+        ids = tokenizer(p["text"])["input_ids"]
+        bos = tokenizer.bos_token_id
+        prompts.append(torch.tensor(ids if bos is None or ids[:1] == [bos] else [bos, *ids]))
     stats, exact = measure_head(target, head, prompts, 48, args.gamma)
     info = {
         "target": str(args.target),
