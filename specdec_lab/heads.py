@@ -27,6 +27,7 @@ import json
 import math
 import random
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -179,7 +180,7 @@ def train_head(
     seconds: float,
     cfg: HeadConfig | None = None,
     batch_size: int = 4,
-    lr: float = 2e-3,
+    lr: float = 4e-3,
     unroll: int = 3,
     seed: int = 0,
     progress: bool = True,
@@ -189,42 +190,57 @@ def train_head(
     """Train a head on the target's own features of `sequences` (N, S) for about `seconds`.
 
     `feature_share` of the budget goes into the target forwards that collect features, the rest
-    into AdamW steps on random batches, under bfloat16 autocast when `bf16` (about 2x faster
-    on the CPU). Returns the head (float32, eval mode) and a log dict.
+    into AdamW steps on random batches (learning rate decaying linearly over the remaining
+    time), under bfloat16 autocast when `bf16` (about 2x faster on the CPU). Returns the head
+    (float32, eval mode) and a log dict. The target's parameters are left as they were.
     """
     start = time.perf_counter()
     cfg = cfg or HeadConfig(target.config.hidden_size)
-    for p in target.parameters():
-        p.requires_grad_(False)
-    feats, ids = collect_features(target, sequences, seconds * feature_share, progress)
-    with torch.random.fork_rng(devices=[]):  # seed the initial weights, leave the global RNG be
-        torch.manual_seed(seed)
-        head = DraftHead(cfg).to(target.device)
-    opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
-    rng = random.Random(seed)
-    losses, step = [], 0
-    deadline = start + seconds
-    bar = tqdm(desc="head steps", disable=not progress)
-    while time.perf_counter() < deadline:
-        batch = rng.sample(range(feats.shape[0]), min(batch_size, feats.shape[0]))
-        with torch.autocast(target.device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = head_loss(head, target, feats[batch].to(target.device), ids[batch], unroll)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        step += 1
-        bar.update()
-    bar.close()
-    log = {
-        "feature_sequences": feats.shape[0],
-        "feature_tokens": feats.shape[0] * feats.shape[1],
-        "steps": step,
-        "first_loss": losses[0] if losses else math.nan,
-        "last_loss": sum(losses[-20:]) / len(losses[-20:]) if losses else math.nan,
-        "seconds": time.perf_counter() - start,
-    }
-    return head.eval(), log
+    with _frozen(target):
+        feats, ids = collect_features(target, sequences, seconds * feature_share, progress)
+        with torch.random.fork_rng(devices=[]):  # seed the weights, not the global RNG
+            torch.manual_seed(seed)
+            head = DraftHead(cfg).to(target.device)
+        opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
+        rng = random.Random(seed)
+        losses, step = [], 0
+        deadline = start + seconds
+        train_start = time.perf_counter()
+        bar = tqdm(desc="head steps", disable=not progress)
+        while (now := time.perf_counter()) < deadline:
+            for group in opt.param_groups:  # linear decay to 5% over the remaining time budget
+                group["lr"] = lr * max(0.05, (deadline - now) / (deadline - train_start))
+            batch = rng.sample(range(feats.shape[0]), min(batch_size, feats.shape[0]))
+            with torch.autocast(target.device.type, dtype=torch.bfloat16, enabled=bf16):
+                loss = head_loss(head, target, feats[batch].to(target.device), ids[batch], unroll)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            step += 1
+            bar.update()
+        bar.close()
+        log = {
+            "feature_sequences": feats.shape[0],
+            "feature_tokens": feats.shape[0] * feats.shape[1],
+            "steps": step,
+            "first_loss": losses[0] if losses else math.nan,
+            "last_loss": sum(losses[-20:]) / len(losses[-20:]) if losses else math.nan,
+            "seconds": time.perf_counter() - start,
+        }
+        return head.eval(), log
+
+
+@contextmanager
+def _frozen(model):
+    """Freeze `model`'s parameters inside the block, then restore their flags."""
+    flags = [p.requires_grad for p in model.parameters()]
+    model.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in zip(model.parameters(), flags, strict=True):
+            p.requires_grad_(flag)
 
 
 def text_sequences(

@@ -82,6 +82,7 @@ def test_session_keeps_the_hidden_states_in_step_with_the_cache(micro) -> None:
 def test_training_raises_acceptance(micro, trained) -> None:
     head, log = trained
     assert log["steps"] > 10 and log["last_loss"] < log["first_loss"]
+    assert all(p.requires_grad for p in micro.parameters())  # the target is left as it was
     before, _ = heads.measure_head(micro, _untrained(micro), PROMPTS, 24, 3)
     after, exact = heads.measure_head(micro, head, PROMPTS, 24, 3)
     assert exact
