@@ -18,14 +18,13 @@ import argparse
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 from specdec_lab import models, profiling, runtime, theory
 
-RESULTS = Path(__file__).resolve().parents[1] / "data" / "results"
+RESULTS = profiling.RESULTS_DIR
 
 
 def profile(device: torch.device, smoke: bool) -> dict:

@@ -31,7 +31,7 @@ from specdec_lab import decoding, models, profiling, theory
 from specdec_lab.models import MODELS_DIR, Pair, load_pair
 from specdec_lab.runtime import default_device, device_info, set_cpu_threads, synchronize
 
-RESULTS_DIR = MODELS_DIR.parent / "results"
+RESULTS_DIR = profiling.RESULTS_DIR
 PROMPTS_DIR = MODELS_DIR.parent / "prompts"
 
 
