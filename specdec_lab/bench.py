@@ -45,6 +45,7 @@ class BenchConfig:
     hf: bool = True  # include transformers' own generate, assisted generation and prompt lookup
     temperatures: tuple[float, ...] = (0.7, 1.0)  # sampled rows, at the best greedy γ
     seed: int = 0  # prompt i samples with torch.Generator().manual_seed(seed + i)
+    methods: bool = True  # rows for prompt lookup, the heuristic γ schedule and the draft head
 
 
 QUICK = BenchConfig(gammas=(3,), max_new_tokens=16, repeats=1, n_prompts=1)
@@ -208,8 +209,49 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
 
         return run
 
+    def ours_with(make_pair, gamma: int, temperature: float):
+        """Speculative decoding with a fresh (target, drafter) from `make_pair()` per run."""
+
+        def run(ids, i):
+            session, drafter = make_pair()
+            out = decoding.speculative_generate(
+                session,
+                drafter,
+                ids,
+                n_new,
+                gamma,
+                temperature=temperature,
+                generator=torch.Generator().manual_seed(cfg.seed + i),
+                vocab_size=vocab,
+            )
+            return out.stats.new_tokens, out
+
+        return run
+
+    methods: list[tuple[str, Callable, int]] = []  # (name, make (target, drafter), γ cap)
+    if cfg.methods:
+        from specdec_lab import drafters, heads, lm
+
+        methods.append(
+            ("prompt lookup γ=4", lambda: (target, drafters.PromptLookupDrafter(vocab)), 4)
+        )
+        methods.append(
+            (
+                "heuristic γ≤10",
+                lambda: (
+                    target,
+                    decoding.HeuristicGamma(decoding.ModelDrafter(lm.open_session(draft, vocab))),
+                ),
+                10,
+            )
+        )
+        if pair.name == "embedded" and (MODELS_DIR / "head").is_dir():
+            head = heads.load_head(MODELS_DIR / "head", dev)
+            methods.append(("draft head γ=4", lambda: heads.head_drafter(target, head, vocab), 4))
+
     greedy: list[tuple[str, int | None, Callable]] = [("autoregressive (ours)", None, ours_ar(0))]
     greedy += [(f"speculative γ={g} (ours)", g, ours_spec(g, 0)) for g in cfg.gammas]
+    greedy += [(f"{name} (ours)", None, ours_with(make, g, 0)) for name, make, g in methods]
     if cfg.hf:
         greedy += [("HF generate (greedy)", None, hf())]
         assisted = _hf_assisted_kwargs(pair)
@@ -222,7 +264,8 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
     rows: list[Row] = []
     tokens_of: dict[str, list[list[int]]] = {}  # method -> output tokens, repeat by prompt
     stats_of: dict[str, decoding.GenerationStats] = {}  # method -> pooled counters (ours)
-    bar = tqdm(total=len(greedy) + 2 * len(cfg.temperatures), desc="bench", disable=not progress)
+    n_rows = len(greedy) + 2 * len(cfg.temperatures) + len(methods) * (1.0 in cfg.temperatures)
+    bar = tqdm(total=n_rows, desc="bench", disable=not progress)
 
     def measure(name, gamma, temperature, run) -> None:
         try:
@@ -252,6 +295,9 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
     for t in cfg.temperatures:
         measure(f"autoregressive T={t} (ours)", None, t, ours_ar(t))
         measure(f"speculative γ={best.gamma} T={t} (ours)", best.gamma, t, ours_spec(best.gamma, t))
+    if 1.0 in cfg.temperatures:
+        for name, make, g in methods:
+            measure(f"{name} T=1.0 (ours)", None, 1.0, ours_with(make, g, 1.0))
     bar.close()
 
     # Greedy exactness: every greedy method produced the autoregressive tokens. In float32 this

@@ -48,7 +48,14 @@ def test_bench_table_on_a_tiny_pair() -> None:
     assert spec.alpha == 1.0 and spec.tokens_per_call == 4.0
     assert spec.predicted is not None and costs["c"] > 0
     sampled = [r for r in rows if r.temperature > 0]
-    assert sorted({r.temperature for r in sampled}) == [0.7, 1.0] and len(sampled) == 4
+    assert sorted({r.temperature for r in sampled}) == [0.7, 1.0]
+    # AR and speculative at each T, plus prompt lookup and the heuristic γ schedule at T = 1
+    # (no draft head: it belongs to the embedded target)
+    assert len(sampled) == 6
+    lookup = next(r for r in rows if r.method == "prompt lookup γ=4 (ours)")
+    scheduled = next(r for r in rows if r.method == "heuristic γ≤10 (ours)")
+    assert scheduled.alpha == 1.0 and scheduled.tokens_per_call > 4  # γ grows past 4
+    assert lookup.tokens_per_call >= 1
     assert all(r.alpha == 1.0 for r in sampled if r.gamma)  # a perfect draft, at any T
     assert all(r.mismatches == 0 for r in rows if r.temperature == 0)
     assert all(len(r.prompt_speedups) == 1 and 0 <= r.repeated_4grams <= 1 for r in rows)
@@ -76,7 +83,7 @@ def test_bench_guards_greedy_exactness_in_float32_only(monkeypatch) -> None:
         bench.run_bench(pair, [torch.tensor([1, 2, 3])], cfg, progress=False)
     pair.target.to(torch.bfloat16), pair.draft.to(torch.bfloat16)
     rows, _ = bench.run_bench(pair, [torch.tensor([1, 2, 3])], cfg, progress=False)
-    assert [r.mismatches for r in rows if r.temperature == 0] == [0, 1]
+    assert [r.mismatches for r in rows if r.temperature == 0] == [0, 1, 1, 1]  # AR, spec, methods
     note = bench.reduced_precision_note(rows, pair.dtype)
     assert "speculative γ=3 (ours) 1" in note and "asserted in float32 only" in note
     assert bench.reduced_precision_note(rows, torch.float32) is None
