@@ -173,22 +173,6 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
 
         return run
 
-    def ours_spec(gamma: int, temperature: float):
-        def run(ids, i):
-            out = decoding.speculative_generate(
-                target,
-                draft,
-                ids,
-                n_new,
-                gamma,
-                temperature=temperature,
-                generator=torch.Generator().manual_seed(cfg.seed + i),
-                vocab_size=vocab,
-            )
-            return out.stats.new_tokens, out
-
-        return run
-
     # transformers decodes the same vocabulary as ours: padded logits rows are suppressed.
     padded = list(range(vocab, models.vocab_size_of(target)))
 
@@ -227,6 +211,9 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
             return out.stats.new_tokens, out
 
         return run
+
+    def ours_spec(gamma: int, temperature: float):
+        return ours_with(lambda: (target, draft), gamma, temperature)
 
     methods: list[tuple[str, Callable, int]] = []  # (name, make (target, drafter), γ cap)
     if cfg.methods:
