@@ -5,11 +5,12 @@ greedily for 96 tokens; we report the median fraction of 4-grams that repeat an 
 (`bench.repeated_ngram_fraction`). As a reference, the same measure on 96-token windows of
 human-written held-out code. Writes both into `data/models/training.json` under "quality".
 
-    python scripts/target_quality.py
+    python scripts/target_quality.py [--target DIR] [--log JSON]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 from pathlib import Path
@@ -19,22 +20,24 @@ import torch
 from specdec_lab import bench, corpus, decoding, models, runtime
 
 N_NEW = 96
-LOG = Path("data/models/training.json")
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--target", type=Path, default=models.MODELS_DIR / "target")
+    ap.add_argument("--log", type=Path, default=models.MODELS_DIR / "training.json")
+    args = ap.parse_args()
     runtime.set_cpu_threads(1)
-    pair = models.load_pair("embedded", device="cpu")
+    target = models.load_model(str(args.target), device="cpu", dtype=torch.float32)
+    tokenizer = corpus.load_tokenizer(args.target)
     generated = []
     for prompt in bench.load_prompts("code"):
-        ids = pair.encode(prompt["text"])
-        out = decoding.autoregressive_generate(
-            pair.target, ids, N_NEW, 0.0, vocab_size=pair.vocab_size
-        )
+        ids = torch.tensor([tokenizer.bos_token_id, *tokenizer(prompt["text"])["input_ids"]])
+        out = decoding.autoregressive_generate(target, ids, N_NEW, 0.0, vocab_size=len(tokenizer))
         generated.append(bench.repeated_ngram_fraction(out.tokens.tolist()))
-        print(f"{prompt['id']}: {generated[-1]:.2f}  {pair.decode(out.tokens)[:60]!r}")
+        print(f"{prompt['id']}: {generated[-1]:.2f}  {tokenizer.decode(out.tokens)[:60]!r}")
 
-    heldout = corpus.encode_corpus_file(pair.tokenizer, Path("data/corpus/code_heldout.txt"))
+    heldout = corpus.encode_corpus_file(tokenizer, Path("data/corpus/code_heldout.txt"))
     gen = torch.Generator().manual_seed(0)
     starts = torch.randint(0, len(heldout) - N_NEW, (64,), generator=gen).tolist()
     human = [bench.repeated_ngram_fraction(heldout[s : s + N_NEW].tolist()) for s in starts]
@@ -46,9 +49,9 @@ def main() -> None:
         "human_code_repeated_4gram_median": round(statistics.median(human), 3),
         "human_windows": len(human),
     }
-    log = json.loads(LOG.read_text())
-    log["quality"] = quality
-    LOG.write_text(json.dumps(log, indent=1) + "\n")
+    log = json.loads(args.log.read_text())
+    log.setdefault("quality", {})[str(args.target)] = quality
+    args.log.write_text(json.dumps(log, indent=1) + "\n")
     print(json.dumps(quality))
 
 
