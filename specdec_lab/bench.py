@@ -233,7 +233,7 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
             )
         )
         if pair.name == "embedded" and (MODELS_DIR / "head").is_dir():
-            head = heads.load_head(MODELS_DIR / "head", dev)
+            head = heads.load_head(MODELS_DIR / "head", dev).to(pair.dtype)
             methods.append(("draft head γ=4", lambda: heads.head_drafter(target, head, vocab), 4))
 
     greedy: list[tuple[str, int | None, Callable]] = [("autoregressive (ours)", None, ours_ar(0))]

@@ -102,12 +102,13 @@ class HeadDrafter:
         t0 = time.perf_counter()
         tokens, q_probs = [], []
         if ids.shape[0] >= 2 and self.target.hidden.shape[0] >= ids.shape[0] - 1:
-            device = self.target.device
-            f = self.target.hidden[ids.shape[0] - 2].to(device)  # (d,) it predicted ids[-1]
+            device, dtype = self.target.device, next(self.head.parameters()).dtype
+            f = self.target.hidden[ids.shape[0] - 2].to(device, dtype)  # (d,) it predicted ids[-1]
             x = ids[-1]
             for _ in range(gamma):
-                f = self.head(f, self.embed(x.to(device)).to(f.dtype))  # (d,)
-                logits = self.lm_head(f)[: self.vocab_size].float().cpu()  # (V,)
+                f = self.head(f, self.embed(x.to(device)).to(dtype))  # (d,)
+                out = self.lm_head(f.to(self.lm_head.weight.dtype))  # (V',) in the target's dtype
+                logits = out[: self.vocab_size].float().cpu()  # (V,)
                 self.calls += 1
                 if cfg.greedy:
                     x = logits.argmax()
