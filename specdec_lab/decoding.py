@@ -27,7 +27,7 @@ import torch
 
 from specdec_lab.lm import Session, open_session, vocab_size_of
 from specdec_lab.models import check_positions
-from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
+from specdec_lab.sampling import SamplingConfig, draft_token, logits_to_probs, sample
 from specdec_lab.verify import greedy_verify, rejection_sample
 
 
@@ -164,11 +164,8 @@ class ModelDrafter:
         tokens, q_probs = [], []
         for _ in range(gamma):
             logits = self.session.logits(ids)[-1]  # (V,)
-            if cfg.greedy:  # q is one-hot at the argmax: skip processing on the hot path
-                x = logits.argmax()
-            else:
-                q = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (V,)
-                x = sample(q, generator)
+            x, q = draft_token(logits, cfg, generator)  # q None when greedy (one-hot)
+            if q is not None:
                 q_probs.append(q)
             tokens.append(x)
             ids = torch.cat([ids, x[None]])

@@ -36,7 +36,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from specdec_lab.lm import HFSession
-from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
+from specdec_lab.sampling import SamplingConfig, draft_token
 
 WEIGHTS, CONFIG = "head.safetensors", "head.json"
 
@@ -110,11 +110,8 @@ class HeadDrafter:
                 out = self.lm_head(f.to(self.lm_head.weight.dtype))  # (V',) in the target's dtype
                 logits = out[: self.vocab_size].float().cpu()  # (V,)
                 self.calls += 1
-                if cfg.greedy:
-                    x = logits.argmax()
-                else:
-                    q = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (V,)
-                    x = sample(q, generator)
+                x, q = draft_token(logits, cfg, generator)  # q None when greedy (one-hot)
+                if q is not None:
                     q_probs.append(q)
                 tokens.append(x)
         self.seconds += time.perf_counter() - t0

@@ -93,3 +93,14 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> tor
 def greedy(logits: torch.Tensor) -> torch.Tensor:
     """The argmax token(s). logits: (..., V) -> (...)."""
     return logits.argmax(-1)
+
+
+def draft_token(
+    logits: torch.Tensor, cfg: SamplingConfig, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One drafted token from (V,) logits: `(x, q)`, with q the processed (V,) distribution it
+    was drawn from, or None when greedy (q is then one-hot at x: no processing on the hot path)."""
+    if cfg.greedy:
+        return logits.argmax(), None
+    q = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (V,)
+    return sample(q, generator), q
