@@ -319,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         help="training text files (the target's own training split)",
     )
     parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument(
+        "--sequences", type=int, default=4000, help="training sequences drawn from --text"
+    )
     parser.add_argument("--gamma", type=int, default=4, help="draft length for the α report")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
@@ -333,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         f"target {args.target}: {sum(p.numel() for p in target.parameters()) / 1e6:.3g}M "
         f"params, {threads} thread(s), {args.minutes} min budget"
     )
-    sequences = text_sequences(tokenizer, args.text, 4000, args.seq_len, args.seed)
+    sequences = text_sequences(tokenizer, args.text, args.sequences, args.seq_len, args.seed)
     head, log = train_head(target, sequences, 60 * args.minutes, seed=args.seed)
     prompts = []  # the bench's held-out prompts, encoded as `models.Pair.encode` does
     for p in [p for domain in ("code", "prose") for p in bench.load_prompts(domain, 3)]:
