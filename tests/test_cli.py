@@ -105,3 +105,27 @@ def test_cli_memory_guard_refuses_in_one_line(capsys, monkeypatch) -> None:
     assert main(["bench", "--smoke"]) == 2  # refused before any weights are read
     err = capsys.readouterr().err
     assert "pair 'embedded'" in err and "GiB are free on cpu" in err and "\n" not in err.strip()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+        RuntimeError("boom"),
+    ],
+)
+def test_cli_reports_out_of_memory_while_running_in_one_line(capsys, monkeypatch, error) -> None:
+    """An OOM during generation (after the pair loaded) ends in one sentence, not a torch trace;
+    any other RuntimeError is a bug and keeps its traceback."""
+
+    def run_out(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(bench, "load_pair", run_out)
+    if isinstance(error, torch.OutOfMemoryError):
+        assert main(["bench", "--smoke"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "out of memory while running (CUDA out of memory." in err and "\n" not in err
+    else:
+        with pytest.raises(RuntimeError, match="boom"):
+            main(["bench", "--smoke"])
