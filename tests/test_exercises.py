@@ -356,6 +356,7 @@ def execute(nb: nbformat.NotebookNode, **kwargs) -> nbformat.NotebookNode:
         kernel_name="python3",
         timeout=600,
         resources={"metadata": {"path": str(NOTEBOOKS)}},
+        skip_cells_with_tag="nbval-skip",  # the live-widget cell, as under nbval (see test_gpu_dry_run)
         **kwargs,
     )
     return client.execute()
