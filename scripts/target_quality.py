@@ -32,7 +32,7 @@ def main() -> None:
     tokenizer = corpus.load_tokenizer(args.target)
     generated = []
     for prompt in bench.load_prompts("code"):
-        ids = torch.tensor([tokenizer.bos_token_id, *tokenizer(prompt["text"])["input_ids"]])
+        ids = models.encode_prompt(tokenizer, prompt["text"])
         out = decoding.autoregressive_generate(target, ids, N_NEW, 0.0, vocab_size=len(tokenizer))
         generated.append(bench.repeated_ngram_fraction(out.tokens.tolist()))
         print(f"{prompt['id']}: {generated[-1]:.2f}  {tokenizer.decode(out.tokens)[:60]!r}")

@@ -338,11 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     sequences = text_sequences(tokenizer, args.text, args.sequences, args.seq_len, args.seed)
     head, log = train_head(target, sequences, 60 * args.minutes, seed=args.seed)
-    prompts = []  # the bench's held-out prompts, encoded as `models.Pair.encode` does
-    for p in [p for domain in ("code", "prose") for p in bench.load_prompts(domain, 3)]:
-        ids = tokenizer(p["text"])["input_ids"]
-        bos = tokenizer.bos_token_id
-        prompts.append(torch.tensor(ids if bos is None or ids[:1] == [bos] else [bos, *ids]))
+    prompts = [  # the bench's held-out prompts
+        models.encode_prompt(tokenizer, p["text"])
+        for domain in ("code", "prose")
+        for p in bench.load_prompts(domain, 3)
+    ]
     stats, exact = measure_head(target, head, prompts, 48, args.gamma)
     info = {
         "target": str(args.target),

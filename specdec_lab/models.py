@@ -74,6 +74,16 @@ HEADROOM = 1.15
 """The guard asks for 15% more than its estimate: allocator slack, activations, CUDA workspaces."""
 
 
+def encode_prompt(tokenizer, text: str) -> torch.Tensor:
+    """Prompt text -> (L,) ids, starting with BOS when the tokenizer defines one (and did not
+    add it already): the prompt encoding of every pair, the bench and the scripts."""
+    ids = tokenizer(text)["input_ids"]
+    bos = tokenizer.bos_token_id
+    if bos is not None and (not ids or ids[0] != bos):
+        ids = [bos, *ids]
+    return torch.tensor(ids, dtype=torch.long)
+
+
 class PairUnavailableError(RuntimeError):
     """A pair cannot be used on this machine; the message says why in one sentence."""
 
@@ -100,11 +110,7 @@ class Pair:
 
     def encode(self, text: str) -> torch.Tensor:
         """Prompt text -> (L,) ids, starting with BOS when the tokenizer defines one."""
-        ids = self.tokenizer(text)["input_ids"]
-        bos = self.tokenizer.bos_token_id
-        if bos is not None and (not ids or ids[0] != bos):
-            ids = [bos, *ids]
-        return torch.tensor(ids, dtype=torch.long)
+        return encode_prompt(self.tokenizer, text)
 
     def decode(self, ids) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)

@@ -1,7 +1,11 @@
 """Shared fixtures. The tests use tiny tensors, for which one thread per worker is fastest."""
 
+from pathlib import Path
+
 import pytest
 import torch
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 torch.set_num_threads(1)
 
@@ -10,3 +14,24 @@ torch.set_num_threads(1)
 def gen() -> torch.Generator:
     """A fresh seeded generator per test: tests never depend on each other's draws."""
     return torch.Generator().manual_seed(1234)
+
+
+@pytest.fixture
+def run_notebook():
+    """`run(nb, **nbclient_options) -> executed nb`: every cell but those nbval skips, in a fresh
+    python3 kernel started in notebooks/ (it inherits this process's environment); nbclient
+    raises CellExecutionError on the first failing cell unless told otherwise. The skipped cell
+    is the live widget: NB04 once hung there with the kernel idle (cf. jupyter/nbclient#312), and
+    `make browser-test` drives it instead."""
+    from nbclient import NotebookClient
+
+    def run(nb, **kwargs):
+        options = dict(
+            kernel_name="python3",
+            timeout=600,
+            resources={"metadata": {"path": str(NOTEBOOKS)}},
+            skip_cells_with_tag="nbval-skip",
+        )
+        return NotebookClient(nb, **(options | kwargs)).execute()
+
+    return run

@@ -348,20 +348,6 @@ def test_python3_kernel_is_this_environment() -> None:
     )
 
 
-def execute(nb: nbformat.NotebookNode, **kwargs) -> nbformat.NotebookNode:
-    from nbclient import NotebookClient
-
-    client = NotebookClient(
-        nb,
-        kernel_name="python3",
-        timeout=600,
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
-        skip_cells_with_tag="nbval-skip",  # the live-widget cell, as under nbval (see test_gpu_dry_run)
-        **kwargs,
-    )
-    return client.execute()
-
-
 def check_cells(nb: nbformat.NotebookNode) -> list:
     return [c for c in nb.cells if exercises.CHECK_TAG in c.metadata.get("tags", [])]
 
@@ -412,7 +398,7 @@ def test_wrong_answers_name_real_exercises(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", EXERCISE_NOTEBOOKS)
-def test_student_notebook_fails_at_the_stubs_and_on_wrong_answers(name: str) -> None:
+def test_student_notebook_fails_at_the_stubs_and_on_wrong_answers(name: str, run_notebook) -> None:
     """Run the student notebook: any error but NotImplementedError fails (nbclient raises), and
     every check cell must fail on its stub. (That the same check cells pass on the solution is
     checked by nbval, which runs every solution notebook in `make test`.)
@@ -422,7 +408,7 @@ def test_student_notebook_fails_at_the_stubs_and_on_wrong_answers(name: str) -> 
     the student notebook defines outside the solution regions, none of which may pass."""
     solution = nbformat.read(NOTEBOOKS / name, 4)
     student = exercises.with_probes(solution, f"notebooks/{name}", wrong_answers_file(name))
-    executed = execute(student, allow_error_names=["NotImplementedError"])
+    executed = run_notebook(student, allow_error_names=["NotImplementedError"])
     checks = check_cells(executed)
     assert checks
     for cell in checks:

@@ -26,23 +26,10 @@ NOTEBOOKS = ROOT / "notebooks"
 DRY_RUN_CHECK = 'assert GPU and not BIG, f"GPU={GPU}, BIG={BIG}: not a GPU dry run"'
 
 
-def execute(nb: nbformat.NotebookNode) -> str:
-    """Run every cell but those nbval skips in a fresh kernel (it inherits this process's
-    environment) and return what the cells printed; nbclient raises CellExecutionError on the
-    first failing cell."""
-    from nbclient import NotebookClient
-
+def dry_run_printed(nb: nbformat.NotebookNode, run_notebook) -> str:
+    """Run `nb` plus the dry-run check cell; return everything its cells printed."""
     nb.cells.append(new_code_cell(DRY_RUN_CHECK))
-    client = NotebookClient(
-        nb,
-        kernel_name="python3",
-        timeout=600,
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
-        # As under nbval, the live-widget cell is skipped: NB04's dry run once hung here with the
-        # kernel idle (cf. jupyter/nbclient#312); `make browser-test` drives that cell instead.
-        skip_cells_with_tag="nbval-skip",
-    )
-    executed = client.execute()
+    executed = run_notebook(nb)
     return "\n".join(
         o.get("text", "")
         for c in executed.cells
@@ -61,18 +48,18 @@ def dry_run(monkeypatch):
 @pytest.mark.parametrize(
     "name", ["03_acceptance_rates.ipynb", "04_speedup_theory.ipynb", "05_memory_vs_compute.ipynb"]
 )
-def test_notebook_gpu_branches_run_on_the_cpu(name: str, dry_run) -> None:
-    printed = execute(nbformat.read(NOTEBOOKS / name, as_version=4))
+def test_notebook_gpu_branches_run_on_the_cpu(name: str, dry_run, run_notebook) -> None:
+    printed = dry_run_printed(nbformat.read(NOTEBOOKS / name, as_version=4), run_notebook)
     if name.startswith("03"):  # the hub pair's tiny stand-in, not the embedded pair
         assert "pair 'qwen2.5' (tiny random qwen2 stand-in" in printed
 
 
-def test_notebook_03_falls_back_to_the_embedded_pair_offline(dry_run) -> None:
+def test_notebook_03_falls_back_to_the_embedded_pair_offline(dry_run, run_notebook) -> None:
     dry_run.setenv("SPECDEC_LAB_STAND_INS", "0")
     dry_run.setenv("HF_HUB_OFFLINE", "1")
     nb = nbformat.read(NOTEBOOKS / "03_acceptance_rates.ipynb", as_version=4)
     loads = next(i for i, c in enumerate(nb.cells) if "models.load_first_pair(" in c.source)
     nb.cells = nb.cells[: loads + 2]  # up to the pair and the cell that checks its prompts
-    printed = execute(nb)
+    printed = dry_run_printed(nb, run_notebook)
     assert "note: pair 'qwen2.5' is not available here" in printed
     assert "pair 'embedded'" in printed
