@@ -163,7 +163,7 @@ class ModelDrafter:
         t0 = time.perf_counter()
         tokens, q_probs = [], []
         for _ in range(gamma):
-            logits = self.session.logits(ids)[-1]  # (V,)
+            logits = self.session.logits(ids, last=1)[-1]  # (V,)
             x, q = draft_token(logits, cfg, generator)  # q None when greedy (one-hot)
             if q is not None:
                 q_probs.append(q)
@@ -230,19 +230,25 @@ def autoregressive_generate(
     *,
     eos_token_id: int | None = None,
     vocab_size: int | None = None,
+    runtime: str = "auto",
 ) -> Generation:
-    """Plain decoding: one target forward per new token. The baseline speculation must beat."""
+    """Plain decoding: one target forward per new token. The baseline speculation must beat.
+
+    `runtime` picks how a transformers model runs (`lm.open_session`): "auto" (our lean forward
+    where it covers the family, else transformers'), "lean" or "hf".
+    """
     cfg = SamplingConfig(temperature, top_k, top_p)
     ids = _check_prompt(input_ids)
     _check_max_new_tokens(max_new_tokens)
     check_positions([model], ids.shape[0], max_new_tokens)  # before any forward
     _check_vocab_size("model", model, vocab_size)
-    target = open_session(model, vocab_size)
+    target = open_session(model, vocab_size, runtime)
+    _reserve(target, ids.shape[0] + max_new_tokens)
     stats = GenerationStats()
     start = time.perf_counter()
     prompt_len = ids.shape[0]
     while ids.shape[0] - prompt_len < max_new_tokens:
-        logits = target.logits(ids)[-1]  # (V,)
+        logits = target.logits(ids, last=1)[-1]  # (V,)
         if cfg.greedy:
             x = logits.argmax()
         else:
@@ -305,6 +311,7 @@ def speculative_generate(
     vocab_size: int | None = None,
     on_step: Callable[[Step], None] | None = None,
     verifier: Callable[..., tuple[int, torch.Tensor]] = rejection_sample,
+    runtime: str = "auto",
 ) -> Generation:
     """Speculative decoding (Leviathan et al. Algorithm 1) with KV-cache rollback.
 
@@ -313,8 +320,9 @@ def speculative_generate(
     greedy decoding, whose output equals the target's own greedy output. `vocab_size` restricts
     both models to a shared vocabulary prefix (e.g. Qwen's padded embeddings). `on_step` sees
     every `Step` as it happens. `verifier` swaps the acceptance rule, for teaching only (see
-    `specdec_lab.broken`). The output is distributed exactly as autoregressive sampling from the
-    target.
+    `specdec_lab.broken`). `runtime` picks how transformers models run (see
+    `autoregressive_generate`). The output is distributed exactly as autoregressive sampling from
+    the target.
     """
     cfg = SamplingConfig(temperature, top_k, top_p)
     _check_gamma(gamma)
@@ -323,8 +331,12 @@ def speculative_generate(
     check_positions([target, draft], _check_prompt(input_ids).shape[0], max_new_tokens)
     _check_vocab_size("target", target, vocab_size)
     _check_vocab_size("draft", draft, vocab_size)
-    p_model = open_session(target, vocab_size)
-    drafter = draft if hasattr(draft, "propose") else ModelDrafter(open_session(draft, vocab_size))
+    p_model = open_session(target, vocab_size, runtime)
+    drafter = (
+        draft
+        if hasattr(draft, "propose")
+        else ModelDrafter(open_session(draft, vocab_size, runtime))
+    )
     _check_same_vocab(p_model.vocab_size, drafter)
 
     def step(ids: torch.Tensor, g: int) -> tuple[torch.Tensor, Step]:
@@ -355,6 +367,8 @@ def run_steps(
     _check_max_new_tokens(max_new_tokens)
     target.crop(0)  # sessions and drafters may be reused across calls: start from empty caches
     drafter.crop(0)
+    for session in (target, getattr(drafter, "session", drafter)):  # room for the whole call
+        _reserve(session, ids.shape[0] + max_new_tokens + gamma + 1)
     calls_before = (target.calls, drafter.calls)
     seconds_before = (target.seconds, getattr(drafter, "seconds", float("nan")))
 
@@ -386,6 +400,12 @@ def _finish(
         new = new[: new.tolist().index(eos_token_id) + 1]  # nothing after the end of text
     stats.new_tokens = new.shape[0]
     return Generation(tokens=new, stats=stats)
+
+
+def _reserve(session, positions: int) -> None:
+    """Preallocate a lean session's KV cache for a whole call (other sessions grow as they go)."""
+    if hasattr(session, "reserve"):
+        session.reserve(positions)
 
 
 def _check_prompt(input_ids) -> torch.Tensor:

@@ -4,6 +4,12 @@ A `Session` remembers how many tokens of the sequence its model has already cons
 transformers model: what sits in the KV cache). `logits(ids)` feeds only the new tail of `ids`,
 in one forward, and `crop(n)` rolls the cache back after a rejection. The decoding loops in
 `specdec_lab.decoding` own the sequence; sessions only keep their caches in step with it.
+
+Two runtimes run a transformers model (`open_session(model, runtime=...)`):
+
+- "lean" (`LeanSession`): our own forward for the Llama family (`specdec_lab.llama`), with a
+  preallocated KV cache; rollback moves a pointer. The default wherever it covers the model.
+- "hf" (`HFSession`): transformers' own forward and `DynamicCache`. Every family; the fallback.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from typing import Protocol
 
 import torch
 
+from specdec_lab.llama import LeanLlama, lean_support
+
 
 class Session(Protocol):
     """What the decoding loops need from a model."""
@@ -21,8 +29,9 @@ class Session(Protocol):
     calls: int  # forward passes so far
     seconds: float  # wall time inside those forwards
 
-    def logits(self, ids: torch.Tensor) -> torch.Tensor:
-        """Next-token scores for the positions of `ids` (L,) not seen yet: (L - cached, V)."""
+    def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
+        """Next-token scores for the positions of `ids` (L,) not seen yet: (L - cached, V), or
+        only for the `last` of them: (last, V)."""
         ...
 
     def crop(self, length: int) -> None:
@@ -30,7 +39,12 @@ class Session(Protocol):
         ...
 
 
+RUNTIMES = ("auto", "lean", "hf")
+
+
 class _SessionBase:
+    runtime = "mock"
+
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
         self.calls = 0
@@ -42,8 +56,18 @@ class _SessionBase:
             raise ValueError(f"nothing new to score: {ids.shape[0]} ids, {self.cached} cached")
         return ids[self.cached :]
 
+    def _tree_tail(self, ids: torch.Tensor) -> torch.Tensor:
+        """The unseen tail of `ids` for a tree forward, never empty: row 0 of a tree's scores
+        comes from the last token of `ids`, which is re-fed if it was consumed already."""
+        self.crop(min(self.cached, ids.shape[0] - 1))
+        return self._new_tokens(ids)
+
     def crop(self, length: int) -> None:
         self.cached = min(self.cached, length)
+
+    def keep_branch(self, nodes: list[int]) -> None:
+        """A tree step accepted `nodes` (root to leaf). This session dropped the tree after
+        scoring it, so the accepted branch is fed again with the next forward."""
 
     def _count(self, t0: float) -> None:
         """Book one forward that started at `t0` (perf_counter): the session owns its timing."""
@@ -58,10 +82,11 @@ class MockSession(_SessionBase):
         super().__init__(vocab_size or model.vocab_size)
         self.model = model
 
-    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+    def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
         self._new_tokens(ids)
         t0 = time.perf_counter()
-        out = self.model.logits(ids)[self.cached :, : self.vocab_size]  # (L - cached, V)
+        first = ids.shape[0] - last if last else self.cached
+        out = self.model.logits(ids)[first:, : self.vocab_size]  # (L - cached or last, V)
         self._count(t0)
         self.cached = ids.shape[0]
         return out
@@ -75,7 +100,7 @@ class MockSession(_SessionBase):
         root (the last token of `ids`); parents come before children. Returns (1 + N, V): row 0
         scores the token after `ids`, row 1 + i the token after node i's path. One "forward".
         """
-        self._new_tokens(ids)
+        self._tree_tail(ids)
         t0 = time.perf_counter()
         length, n = ids.shape[0], len(parents)
         rows = torch.empty(1 + n, self.vocab_size)
@@ -96,6 +121,8 @@ class HFSession(_SessionBase):
     position it has consumed in `self.hidden` (cached, d): a draft head reads them for free.
     """
 
+    runtime = "hf"
+
     def __init__(self, model, vocab_size: int | None = None, keep_hidden: bool = False) -> None:
         from transformers import DynamicCache
 
@@ -103,14 +130,19 @@ class HFSession(_SessionBase):
         self.model = model
         self.device = model.device
         self.cache = DynamicCache(config=model.config)
+        # Sliding-window layers (Mistral, Gemma, Phi-3) refuse `crop` once the window is full
+        # unless they keep their past states; transformers' assisted decoding does the same.
+        self.cache.activate_past_recording()
         self.keep_hidden = keep_hidden
         self.hidden = torch.empty(0, model.config.hidden_size)  # (cached, d), if keep_hidden
 
     @torch.inference_mode()
-    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+    def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
+        """Scores for the unseen positions of `ids`, or only for the `last` of them (a prefill
+        then never materialises the prompt's L x V logits)."""
         new = self._new_tokens(ids).to(self.device)  # (k,)
         t0 = time.perf_counter()
-        out = self._forward(new[None])  # (k, V)
+        out = self._forward(new[None], logits_to_keep=last or 0)  # (k or last, V)
         self._count(t0)
         self.cached = ids.shape[0]
         return out
@@ -125,7 +157,7 @@ class HFSession(_SessionBase):
         only; position ids place each node at its depth. The tree's cache entries are dropped
         afterwards (the accepted branch is re-fed with the next forward): correctness first.
         """
-        tail = self._new_tokens(ids)  # (t,)
+        tail = self._tree_tail(ids)  # (t,)
         t, n, past = tail.shape[0], len(parents), self.cached
         depth = tree_depths(parents)  # (N,) 1 for a child of the root
         positions = torch.cat([torch.arange(past, past + t), past + t - 1 + depth])  # (t + N,)
@@ -146,17 +178,25 @@ class HFSession(_SessionBase):
         self.cached = ids.shape[0]
         return out[t - 1 :]  # (1 + N, V)
 
-    def _forward(self, input_ids: torch.Tensor, **kwargs) -> torch.Tensor:
+    def _forward(self, input_ids: torch.Tensor, logits_to_keep: int = 0, **kwargs) -> torch.Tensor:
         # transformers 5.x: the cache goes in as `cache=` (`past_key_values` is deprecated).
         if not self.keep_hidden:
-            out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, **kwargs)
+            out = self.model(
+                input_ids=input_ids,
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=logits_to_keep,
+                **kwargs,
+            )
             logits = out.logits[0]
         else:  # the decoder's last (normalised) hidden state, then the LM head by hand
             h = self.model.get_decoder()(
                 input_ids=input_ids, cache=self.cache, use_cache=True, **kwargs
             ).last_hidden_state[0]  # (k, d)
             self.hidden = torch.cat([self.hidden, h.float().cpu()])
-            logits = self.model.get_output_embeddings()(h)
+            from specdec_lab.models import output_logits  # soft-capping and scaling included
+
+            logits = output_logits(self.model, h[-logits_to_keep:])
         # Verification runs on the CPU with the caller's CPU generator: one small copy per step.
         return logits[:, : self.vocab_size].float().cpu()  # (k, V)
 
@@ -166,6 +206,105 @@ class HFSession(_SessionBase):
             self.cache.crop(-drop)  # transformers 5.x: a negative count of tokens to remove
         super().crop(length)
         self.hidden = self.hidden[: self.cached]
+
+
+class LeanSession(_SessionBase):
+    """A Llama-family model run by our own lean forward (`specdec_lab.llama`).
+
+    Same interface as `HFSession`; the KV cache is preallocated, so `crop` moves a pointer.
+    A token tree's entries stay in the cache: `keep_branch` keeps the accepted branch's keys and
+    values (no re-feed), and growing a tree one level at a time feeds only the new level.
+    """
+
+    runtime = "lean"
+
+    def __init__(self, model, vocab_size: int | None = None, keep_hidden: bool = False) -> None:
+        super().__init__(vocab_size or model.config.vocab_size)
+        self.model = model
+        self.device = model.device
+        self.lean = LeanLlama(model)  # ValueError, naming the reason, if the family is not covered
+        self.cache = self.lean.new_cache()
+        self.keep_hidden = keep_hidden
+        self._hidden = torch.empty(0, model.config.hidden_size)  # (capacity, d), if keep_hidden
+        self.tree_fed = 0  # nodes of the current token tree that sit in the cache after `cached`
+        self.tree_rows = torch.empty(0, self.vocab_size)  # (1 + tree_fed, V) their scores
+
+    @property
+    def hidden(self) -> torch.Tensor:
+        """Final hidden states of the consumed positions: (cached, d), if keep_hidden."""
+        return self._hidden[: self.cached]
+
+    def reserve(self, positions: int) -> None:
+        """Preallocate the cache for a call that will hold `positions` tokens at most."""
+        self.cache.reserve(positions)
+
+    def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
+        """Scores for the unseen positions of `ids`, or only for the `last` of them."""
+        new = self._new_tokens(ids).to(self.device)  # (k,)
+        self._drop_tree()
+        t0 = time.perf_counter()
+        h = self.lean.forward(new, self.cache)  # (k, d)
+        if self.keep_hidden:
+            self._keep_hidden(h)
+        out = self.lean.logits(h[-last:] if last else h, self.vocab_size).float().cpu()
+        self._count(t0)
+        self.cached = ids.shape[0]
+        return out  # (k or last, V)
+
+    def tree_logits(
+        self, ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int]
+    ) -> torch.Tensor:
+        """Scores after `ids` and after every node of a token tree below ids[-1] (see
+        `MockSession.tree_logits`): (1 + N, V). Feeds the unseen tail of `ids` and only the
+        nodes not already in the cache, so a tree grown level by level feeds each level once."""
+        n, fed = len(parents), self.tree_fed
+        if fed and (self.cached != ids.shape[0] or n < fed):
+            self._drop_tree()  # a different tree: start again
+            fed = 0
+        tail = self._tree_tail(ids) if not fed else ids[:0]  # (t,) empty while growing a tree
+        t, past = tail.shape[0], self.cached  # past: sequence tokens in the cache
+        prefix = past + t  # = len(ids): the nodes follow the whole sequence in the cache
+        depth = tree_depths(parents)[fed:]  # (n - fed,)
+        positions = torch.cat([torch.arange(past, prefix), prefix - 1 + depth])  # (t + n - fed,)
+        allowed = torch.ones(t + n - fed, prefix + n, dtype=torch.bool).tril(past)  # causal
+        allowed[t:, prefix:] = tree_ancestry(parents)[fed:]  # node i sees its ancestors only
+        t0 = time.perf_counter()
+        h = self.lean.forward(
+            torch.cat([tail, tree_tokens[fed:].long()]).to(self.device),
+            self.cache,
+            positions.to(self.device),
+            allowed.to(self.device),
+        )  # (t + n - fed, d)
+        rows = self.lean.logits(h[max(t - 1, 0) :], self.vocab_size).float().cpu()
+        self._count(t0)
+        self.tree_rows = torch.cat([self.tree_rows[: 1 + fed] if fed else rows[:0], rows])
+        self.cached, self.tree_fed = prefix, n
+        return self.tree_rows  # (1 + N, V)
+
+    def keep_branch(self, nodes: list[int]) -> None:
+        """Keep the accepted branch's cache entries as sequence positions: no re-feed."""
+        fed = [i for i in nodes if i < self.tree_fed]  # a branch's fed nodes form a prefix
+        self.cache.keep(self.cached, torch.tensor(fed, dtype=torch.long, device=self.device))
+        self.cached += len(fed)
+        self.tree_fed = 0
+
+    def crop(self, length: int) -> None:
+        self._drop_tree()
+        super().crop(length)
+        self.cache.crop(self.cached)
+
+    def _drop_tree(self) -> None:
+        if self.tree_fed:
+            self.cache.crop(self.cached)
+            self.tree_fed = 0
+
+    def _keep_hidden(self, h: torch.Tensor) -> None:
+        end = self.cached + h.shape[0]
+        if end > self._hidden.shape[0]:  # grow like the cache: whole chunks
+            grown = self._hidden.new_empty(self.cache.capacity, self._hidden.shape[1])
+            grown[: self.cached] = self._hidden[: self.cached]
+            self._hidden = grown
+        self._hidden[self.cached : end] = h.float().cpu()
 
 
 def tree_depths(parents: list[int]) -> torch.Tensor:
@@ -213,21 +352,45 @@ def vocab_size_of(model) -> int:
     )
 
 
-def open_session(model, vocab_size: int | None = None) -> Session:
+def open_session(
+    model, vocab_size: int | None = None, runtime: str = "auto", keep_hidden: bool = False
+) -> Session:
     """Wrap `model` in the right session type. `vocab_size` restricts the scored vocabulary.
 
-    A session passed in is returned as it is (e.g. an `HFSession(..., keep_hidden=True)` shared
-    with a draft head).
+    runtime: "auto" runs a transformers model with our lean forward where it covers the model
+    (`specdec_lab.llama.lean_support`) and with transformers' own forward elsewhere; "lean"
+    insists (ValueError naming the family if not covered); "hf" keeps transformers' eager path.
+    A session passed in is returned as it is (e.g. one shared with a draft head).
     """
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime must be one of {RUNTIMES}, got {runtime!r}")
     if isinstance(model, _SessionBase):
         return model
     if _is_hf(model):
-        return HFSession(model, vocab_size)
+        return _hf_session_class(model, runtime)(model, vocab_size, keep_hidden=keep_hidden)
     if hasattr(model, "logits") and hasattr(model, "vocab_size"):
         return MockSession(model, vocab_size)
     raise TypeError(
         f"expected a specdec_lab mock model or a transformers causal LM, got {type(model).__name__}"
     )
+
+
+def runtime_of(model, runtime: str = "auto") -> str:
+    """Which runtime `open_session(model, runtime=runtime)` would use: "lean", "hf" or "mock"."""
+    if isinstance(model, _SessionBase):
+        return model.runtime
+    if not _is_hf(model):
+        return "mock"
+    return _hf_session_class(model, runtime).runtime
+
+
+def _hf_session_class(model, runtime: str) -> type:
+    why = lean_support(model)
+    if runtime == "lean" and why is not None:
+        raise ValueError(f"runtime='lean': {why}; use runtime='hf' (or 'auto') for this model")
+    if runtime == "hf" or why is not None:
+        return HFSession
+    return LeanSession
 
 
 def _is_hf(model) -> bool:

@@ -92,10 +92,8 @@ def build_tree(
     q_rows = torch.empty(0, vocab)
     frontier = [-1]  # the nodes of the current level; -1 is the root
     for k in branching:
-        draft.crop(
-            ids.shape[0] - 1
-        )  # re-feed the last token with the tree: the tail is never empty
-        scores = draft.tree_logits(ids, tokens, parents)  # (1 + N, V)
+        scores = draft.tree_logits(ids, tokens, parents)  # (1 + N, V) the lean runtime feeds
+        # only the nodes it has not seen (the last level); transformers' re-feeds the whole tree
         new_tokens, new_parents, new_q = [], [], []
         for node in frontier:
             logits = scores[node + 1]  # (V,) row 0 is the root
@@ -113,7 +111,6 @@ def build_tree(
         parents += new_parents
         q_rows = torch.cat([q_rows, *new_q])  # (N, V)
         frontier = list(range(first_new, tokens.shape[0]))
-    draft.crop(ids.shape[0] - 1)
     return TokenTree(tokens, parents, q_rows)
 
 
@@ -180,9 +177,11 @@ def tree_step(
         path, next_token = tree_sample(tree, p_probs, generator, verify_siblings)
     accepted = tree.tokens[path]  # (n,)
     ids = torch.cat([ids, accepted, next_token[None]])
-    # 4. Roll back: the target dropped the tree already; the accepted branch is re-fed next step.
-    target.crop(ids.shape[0] - 1)
-    draft.crop(ids.shape[0] - 1)
+    # 4. Roll back to the accepted sequence. The lean runtime keeps the accepted branch's keys
+    #    and values; transformers' sessions dropped the tree and re-feed the branch next step.
+    for session in (target, draft):
+        session.keep_branch(path)
+        session.crop(ids.shape[0] - 1)
     branch, node = list(path), path[-1] if path else -1
     while kids := tree.children(node):
         branch.append(node := kids[0])
@@ -205,6 +204,7 @@ def tree_speculative_generate(
     on_step: Callable[[Step], None] | None = None,
     verify_siblings: Callable[..., tuple[int, torch.Tensor]] = multi_draft_sample,
     siblings: Callable[..., tuple[torch.Tensor, torch.Tensor]] = draw_siblings,
+    runtime: str = "auto",
 ) -> Generation:
     """Token-tree speculative decoding; same arguments and result type as `speculative_generate`.
 
@@ -220,8 +220,8 @@ def tree_speculative_generate(
     check_positions([target, draft], _check_prompt(input_ids).shape[0], max_new_tokens)
     _check_vocab_size("target", target, vocab_size)
     _check_vocab_size("draft", draft, vocab_size)
-    p_model = open_session(target, vocab_size)
-    q_model = open_session(draft, vocab_size)
+    p_model = open_session(target, vocab_size, runtime)
+    q_model = open_session(draft, vocab_size, runtime)
     _check_same_vocab(p_model.vocab_size, q_model)
 
     def step(ids: torch.Tensor, depth: int) -> tuple[torch.Tensor, Step]:

@@ -1,0 +1,227 @@
+"""The whole Llama-family model, in one screen: a lean forward over a transformers model's weights.
+
+Why this file exists. A 1M-parameter draft does almost no arithmetic per token, so its forward
+time is set by *overhead*: Python, module dispatch, hooks, mask building, cache bookkeeping.
+transformers' eager forward spends about two-thirds of the draft's time there (notebook 05
+measures it on your machine). The forward below runs the same weights, with no copy, through
+the same operations, and keeps its keys and values in a **preallocated KV cache**: rolling back
+after a rejection moves a length pointer and copies nothing (vLLM v1 does the same by not
+advancing its computed-token count; gpt-fast indexes a static cache by position).
+
+Covered: Llama and SmolLM2 (grouped-query attention, tied embeddings), Qwen2 (q/k/v biases,
+untied head) and Mistral without a sliding window, with the model's own RoPE settings (default,
+linear, llama3, yarn: we call the model's rotary module, so its scaling is the one applied).
+`lean_support(model)` says why anything else is not covered; the sessions then fall back to
+transformers' own forward rather than compute different logits.
+
+Batch 1 only. Shapes: k = tokens fed in this call, L = cache length before it, d = hidden size,
+H / Hkv = query / key-value heads, hd = head size, V = vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+FAMILIES = ("llama", "qwen2", "mistral")
+_ROPE_TYPES = ("default", "linear", "llama3", "yarn")  # static: a table per position suffices
+CHUNK = 256  # the cache grows by whole chunks of positions
+
+
+def lean_support(model) -> str | None:
+    """None if `LeanLlama(model)` computes the model's own logits, else the reason it would not."""
+    config = getattr(model, "config", None)
+    family = getattr(config, "model_type", type(model).__name__)
+    if family not in FAMILIES:
+        return f"the lean forward covers {', '.join(FAMILIES)}, not {family!r}"
+    checks = [
+        (getattr(config, "sliding_window", None) is None, "it has a sliding window"),
+        (getattr(config, "hidden_act", "silu") == "silu", f"its activation is {config.hidden_act}"),
+        (not getattr(config, "mlp_bias", False), "its MLP has biases"),
+        (getattr(config, "pretraining_tp", 1) == 1, "it uses pretraining_tp > 1"),
+        (_rope_type(config) in _ROPE_TYPES, f"its RoPE type is {_rope_type(config)!r}"),
+        (getattr(config, "final_logit_softcapping", None) is None, "it soft-caps its logits"),
+    ]
+    for ok, why in checks:
+        if not ok:
+            return f"{family} model not covered: {why}"
+    return None
+
+
+def _rope_type(config) -> str:
+    params = getattr(config, "rope_parameters", None) or {}
+    return params.get("rope_type", params.get("type", "default"))
+
+
+class KVCache:
+    """Keys and values of every layer, preallocated: `k`, `v` are (layers, Hkv, capacity, hd).
+
+    Positions [0, length) hold valid entries. `crop` moves `length` back and copies nothing;
+    `reserve` grows the buffers in chunks of `CHUNK` positions when a call needs more.
+    """
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype, device) -> None:
+        self.k = torch.empty(layers, kv_heads, 0, head_dim, dtype=dtype, device=device)
+        self.v = torch.empty_like(self.k)
+        self.length = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[2]
+
+    def reserve(self, positions: int) -> None:
+        """Make room for `positions` entries in all (one copy of the valid part, if it grows)."""
+        if positions <= self.capacity:
+            return
+        size = math.ceil(positions / CHUNK) * CHUNK
+        for name in ("k", "v"):
+            old = getattr(self, name)
+            new = old.new_empty(*old.shape[:2], size, old.shape[3])  # (layers, Hkv, size, hd)
+            new[:, :, : self.length] = old[:, :, : self.length]
+            setattr(self, name, new)
+
+    def crop(self, length: int) -> None:
+        """Forget every position from `length` on: a pointer moves, nothing is copied."""
+        self.length = min(self.length, length)
+
+    def keep(self, start: int, rows: torch.Tensor) -> None:
+        """Keep entries `start + rows` (ascending) as positions start, start+1, ...: a token tree's
+        accepted branch moves down over its rejected siblings (SGLang keeps it by remapping)."""
+        src = start + rows  # (n,)
+        self.k[:, :, start : start + rows.shape[0]] = self.k[:, :, src]
+        self.v[:, :, start : start + rows.shape[0]] = self.v[:, :, src]
+        self.length = start + rows.shape[0]
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One decoder layer's weights: references to the transformers model's own tensors."""
+
+    attn_norm: torch.Tensor
+    wq: torch.Tensor
+    bq: torch.Tensor | None
+    wk: torch.Tensor
+    bk: torch.Tensor | None
+    wv: torch.Tensor
+    bv: torch.Tensor | None
+    wo: torch.Tensor
+    bo: torch.Tensor | None
+    mlp_norm: torch.Tensor
+    w_gate: torch.Tensor
+    w_up: torch.Tensor
+    w_down: torch.Tensor
+
+
+class LeanLlama:
+    """A Llama-family forward over `model`'s parameters (no copy) and a preallocated `KVCache`."""
+
+    def __init__(self, model) -> None:
+        if (why := lean_support(model)) is not None:
+            raise ValueError(f"{why}; use runtime='hf' for this model")
+        c = model.config
+        self.model = model
+        self.heads, self.kv_heads = (
+            c.num_attention_heads,
+            c.num_key_value_heads or c.num_attention_heads,
+        )
+        self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        self.eps = c.rms_norm_eps
+        self.scale = self.head_dim**-0.5
+        decoder = model.get_decoder()
+        self.embed = decoder.embed_tokens.weight  # (V', d)
+        self.norm = decoder.norm.weight  # (d,)
+        self.lm_head = model.get_output_embeddings().weight  # (V', d), maybe `embed` itself
+        self.rotary = decoder.rotary_emb
+        self.layers = [
+            Layer(
+                m.input_layernorm.weight,
+                *(w for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj) for w in (p.weight, p.bias)),
+                m.post_attention_layernorm.weight,
+                m.mlp.gate_proj.weight,
+                m.mlp.up_proj.weight,
+                m.mlp.down_proj.weight,
+            )
+            for m in decoder.layers
+            for a in [m.self_attn]
+        ]
+        self.cos = self.sin = self.embed.new_empty(0, self.head_dim)  # (positions, hd) tables
+
+    def new_cache(self, positions: int = 0) -> KVCache:
+        cache = KVCache(
+            len(self.layers), self.kv_heads, self.head_dim, self.embed.dtype, self.embed.device
+        )
+        cache.reserve(positions)
+        return cache
+
+    @torch.inference_mode()
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        cache: KVCache,
+        positions: torch.Tensor | None = None,
+        allowed: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Feed `tokens` (k,) after the cache's L entries; return the final hidden states (k, d).
+
+        By default token i sits at position L + i and sees the cache and tokens 0..i (causal).
+        A token tree passes its own `positions` (k,) and `allowed` (k, L + k): which cache and
+        new entries each token may attend to.
+        """
+        k, start = tokens.shape[0], cache.length
+        end = start + k
+        cache.reserve(end)
+        cos, sin = self._rope(positions if positions is not None else slice(start, end))
+        causal = allowed is None and start == 0 and k > 1  # a fresh prefill: SDPA's own mask
+        if allowed is None and start > 0 and k > 1:  # token i sees entries 0 .. start + i
+            allowed = torch.ones(k, end, dtype=torch.bool, device=tokens.device).tril(start)
+        x = F.embedding(tokens, self.embed)  # (k, d)
+        for i, w in enumerate(self.layers):
+            h = _rms_norm(x, w.attn_norm, self.eps)
+            q = F.linear(h, w.wq, w.bq).view(k, self.heads, -1).transpose(0, 1)  # (H, k, hd)
+            kk = F.linear(h, w.wk, w.bk).view(k, self.kv_heads, -1).transpose(0, 1)  # (Hkv, k, hd)
+            v = F.linear(h, w.wv, w.bv).view(k, self.kv_heads, -1).transpose(0, 1)  # (Hkv, k, hd)
+            cache.k[i, :, start:end] = _rotate(kk, cos, sin)
+            cache.v[i, :, start:end] = v
+            a = F.scaled_dot_product_attention(
+                _rotate(q, cos, sin),
+                cache.k[i, :, :end],  # (Hkv, L + k, hd)
+                cache.v[i, :, :end],
+                attn_mask=allowed,
+                is_causal=causal,
+                scale=self.scale,
+                enable_gqa=True,
+            )  # (H, k, hd)
+            x = x + F.linear(a.transpose(0, 1).reshape(k, -1), w.wo, w.bo)
+            h = _rms_norm(x, w.mlp_norm, self.eps)
+            x = x + F.linear(F.silu(F.linear(h, w.w_gate)) * F.linear(h, w.w_up), w.w_down)
+        cache.length = end
+        return _rms_norm(x, self.norm, self.eps)  # (k, d)
+
+    @torch.inference_mode()
+    def logits(self, hidden: torch.Tensor, vocab_size: int | None = None) -> torch.Tensor:
+        """The LM head on final hidden states (k, d): (k, vocab_size), padded rows never computed."""
+        return F.linear(hidden, self.lm_head[:vocab_size])
+
+    def _rope(self, positions: torch.Tensor | slice) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (k, hd) at `positions`, from tables the model's rotary module fills once."""
+        needed = positions.stop if isinstance(positions, slice) else int(positions.max()) + 1
+        if needed > self.cos.shape[0]:
+            size = math.ceil(needed / CHUNK) * CHUNK
+            ids = torch.arange(size, device=self.embed.device)[None]  # (1, size)
+            cos, sin = self.rotary(self.embed[:1], ids)  # (1, size, hd) in the model's dtype
+            self.cos, self.sin = cos[0], sin[0]
+        return self.cos[positions], self.sin[positions]
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' LlamaRMSNorm: normalise in float32, cast back, then scale."""
+    return weight * F.rms_norm(x.float(), x.shape[-1:], eps=eps).to(x.dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding of x (heads, k, hd), halves rotated as in transformers."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
