@@ -16,7 +16,7 @@ import sys
 import torch
 
 from specdec_lab import decoding, display, mock
-from specdec_lab.bench import load_prompts
+from specdec_lab.prompts import load_prompts
 from specdec_lab.decoding import Step
 from specdec_lab.models import DTYPES, MODELS_DIR, check_positions, load_pair
 from specdec_lab.runtime import default_device, device_info, set_cpu_threads

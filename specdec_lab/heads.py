@@ -5,7 +5,7 @@ target's top hidden state h_t together with the embedding of the next token x_{t
 the next feature f_{t+1} ≈ h_{t+1}, and scores it with the target's own (frozen) LM head. It
 then runs autoregressively on its own predicted features for γ tokens. The hidden states it starts
 from come from the target's verification forward of the previous step, so drafting costs no
-extra target call (`HFSession(..., keep_hidden=True)` keeps them).
+extra target call (`lm.open_session(..., keep_hidden=True)` keeps them).
 
 Why EAGLE-style and not Medusa: Medusa's k heads each guess token t+k from h_t alone, without
 knowing the tokens in between, so their acceptance falls fast with k; an autoregressive head sees
@@ -35,7 +35,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from specdec_lab.lm import HFSession
+from specdec_lab.lm import Session, open_session
 from specdec_lab.sampling import SamplingConfig, draft_token
 
 WEIGHTS, CONFIG = "head.safetensors", "head.json"
@@ -85,9 +85,12 @@ class HeadDrafter:
     that predicted the last accepted token.
     """
 
-    def __init__(self, head: DraftHead, target: HFSession) -> None:
+    def __init__(self, head: DraftHead, target: Session) -> None:
         if not getattr(target, "keep_hidden", False):
-            raise ValueError("HeadDrafter needs the target's HFSession(model, keep_hidden=True)")
+            raise ValueError(
+                "HeadDrafter needs the target's session opened with keep_hidden=True "
+                "(lm.open_session(model, keep_hidden=True))"
+            )
         self.head, self.target = head.eval(), target
         self.embed = target.model.get_input_embeddings()
         self.lm_head = target.model.get_output_embeddings()
@@ -126,9 +129,11 @@ class HeadDrafter:
         """Nothing to roll back: the head keeps no cache, the target session keeps the features."""
 
 
-def head_drafter(target_model, head: DraftHead, vocab_size: int | None = None):
+def head_drafter(
+    target_model, head: DraftHead, vocab_size: int | None = None, runtime: str = "auto"
+):
     """(session, drafter) to pass as speculative_generate's target and draft."""
-    session = HFSession(target_model, vocab_size, keep_hidden=True)
+    session = open_session(target_model, vocab_size, runtime, keep_hidden=True)
     return session, HeadDrafter(head, session)
 
 
@@ -303,7 +308,8 @@ def measure_head(target, head: DraftHead, prompts: list[torch.Tensor], n_new: in
 def main(argv: list[str] | None = None) -> int:
     from transformers import AutoTokenizer
 
-    from specdec_lab import bench, models, runtime
+    from specdec_lab import models, runtime
+    from specdec_lab.prompts import load_prompts
 
     parser = argparse.ArgumentParser(
         prog="python -m specdec_lab.heads", description="Train an EAGLE-style draft head."
@@ -341,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     prompts = [  # the bench's held-out prompts
         models.encode_prompt(tokenizer, p["text"])
         for domain in ("code", "prose")
-        for p in bench.load_prompts(domain, 3)
+        for p in load_prompts(domain, 3)
     ]
     stats, exact = measure_head(target, head, prompts, 48, args.gamma)
     info = {

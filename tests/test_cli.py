@@ -44,26 +44,33 @@ def _tiny_pair() -> Pair:
 def test_bench_table_on_a_tiny_pair() -> None:
     pair = _tiny_pair()
     rows, costs = bench.run_bench(pair, [torch.tensor([1, 2, 3])], bench.QUICK, progress=False)
-    spec = next(r for r in rows if r.gamma == 3)
-    assert spec.alpha == 1.0 and spec.tokens_per_call == 4.0
-    assert spec.predicted is not None and costs["c"] > 0
+    by_name = {r.method: r for r in rows}
+    # Both runtimes decode, and the lean one is the reference for speedups.
+    assert set(costs) == {"lean", "hf"} and all(c["c"] > 0 for c in costs.values())
+    for rt in ("lean", "hf"):
+        spec = by_name[f"speculative γ=3 (ours, {rt})"]
+        assert spec.runtime == rt and spec.alpha == 1.0 and spec.tokens_per_call == 4.0
+        assert spec.predicted is not None and spec.c > 0 and spec.verify_cost > 0
+    assert by_name["autoregressive (ours, lean)"].speedup == 1.0
     sampled = [r for r in rows if r.temperature > 0]
     assert sorted({r.temperature for r in sampled}) == [0.7, 1.0]
-    # AR and speculative at each T, plus prompt lookup and the heuristic γ schedule at T = 1
-    # (no draft head: it belongs to the embedded target)
-    assert len(sampled) == 6
-    lookup = next(r for r in rows if r.method == "prompt lookup γ=4 (ours)")
-    scheduled = next(r for r in rows if r.method == "heuristic γ≤10 (ours)")
+    # per T: AR and speculative on each runtime; at T = 1 also prompt lookup, the heuristic γ
+    # schedule and the tree (no draft head: it belongs to the embedded target)
+    assert len(sampled) == 2 * 4 + 3
+    lookup = by_name["prompt lookup γ=4 (ours, lean)"]
+    scheduled = by_name["heuristic γ≤10 (ours, lean)"]
     assert scheduled.alpha == 1.0 and scheduled.tokens_per_call > 4  # γ grows past 4
     assert lookup.tokens_per_call >= 1
+    # a perfect draft: 16 tokens in steps of 6, 6 and (the budget) 4
+    assert by_name["tree 2-1-1-1-1 (ours, lean)"].tokens_per_call == 16 / 3
     assert all(r.alpha == 1.0 for r in sampled if r.gamma)  # a perfect draft, at any T
     assert all(r.mismatches == 0 for r in rows if r.temperature == 0)
     assert all(len(r.prompt_speedups) == 1 and 0 <= r.repeated_4grams <= 1 for r in rows)
     table = bench.format_table(rows, costs)
     assert all(r.method in table for r in rows) and "HF assisted" in table
     summary = bench.summarize(rows)
-    assert set(summary) >= {"speedup_vs_autoregressive", "measured_over_predicted"}
-    assert {"speedup_T0.7", "speedup_T1"} <= set(summary)
+    assert set(summary) >= {"speedup_vs_autoregressive", "speedup_vs_hf_assisted"}
+    assert {"speedup_T0.7", "speedup_T1", "ours_ar_vs_hf_generate"} <= set(summary)
 
 
 def test_bench_guards_greedy_exactness_in_float32_only(monkeypatch) -> None:
@@ -83,9 +90,10 @@ def test_bench_guards_greedy_exactness_in_float32_only(monkeypatch) -> None:
         bench.run_bench(pair, [torch.tensor([1, 2, 3])], cfg, progress=False)
     pair.target.to(torch.bfloat16), pair.draft.to(torch.bfloat16)
     rows, _ = bench.run_bench(pair, [torch.tensor([1, 2, 3])], cfg, progress=False)
-    assert [r.mismatches for r in rows if r.temperature == 0] == [0, 1, 1, 1]  # AR, spec, methods
+    # per runtime AR and speculative, then prompt lookup, heuristic γ and the (unpatched) tree
+    assert [r.mismatches for r in rows if r.temperature == 0] == [0, 1, 0, 1, 1, 1, 0]
     note = bench.reduced_precision_note(rows, pair.dtype)
-    assert "speculative γ=3 (ours) 1" in note and "asserted in float32 only" in note
+    assert "speculative γ=3 (ours, lean) 1" in note and "asserted in float32 only" in note
     assert bench.reduced_precision_note(rows, torch.float32) is None
 
 

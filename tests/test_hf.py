@@ -8,7 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specdec_lab import broken, decoding, models, stats
-from specdec_lab.bench import load_prompts
+from specdec_lab.prompts import load_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = 16
