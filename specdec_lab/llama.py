@@ -72,6 +72,7 @@ class KVCache:
     def capacity(self) -> int:
         return self.k.shape[2]
 
+    @torch.inference_mode()
     def reserve(self, positions: int) -> None:
         """Make room for `positions` entries in all (one copy of the valid part, if it grows)."""
         if positions <= self.capacity:
@@ -87,6 +88,7 @@ class KVCache:
         """Forget every position from `length` on: a pointer moves, nothing is copied."""
         self.length = min(self.length, length)
 
+    @torch.inference_mode()
     def keep(self, start: int, rows: torch.Tensor) -> None:
         """Keep entries `start + rows` (ascending) as positions start, start+1, ...: a token tree's
         accepted branch moves down over its rejected siblings (SGLang keeps it by remapping)."""

@@ -238,6 +238,7 @@ class LeanSession(_SessionBase):
         """Preallocate the cache for a call that will hold `positions` tokens at most."""
         self.cache.reserve(positions)
 
+    @torch.inference_mode()
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
         """Scores for the unseen positions of `ids`, or only for the `last` of them."""
         new = self._new_tokens(ids).to(self.device)  # (k,)
@@ -251,6 +252,7 @@ class LeanSession(_SessionBase):
         self.cached = ids.shape[0]
         return out  # (k or last, V)
 
+    @torch.inference_mode()
     def tree_logits(
         self, ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int]
     ) -> torch.Tensor:

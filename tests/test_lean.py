@@ -1,0 +1,222 @@
+"""The lean runtime (`specdec_lab.llama`, `lm.LeanSession`) against transformers' own forward.
+
+Tiny random models of each covered family (Llama with grouped-query attention and tied
+embeddings, SmolLM2-shaped Llama, Qwen2 with q/k/v biases and an untied head, Mistral without a
+window): logits match transformers' forward in float32, greedy output equals `generate`, a
+rollback moves a pointer, a tree keeps its accepted branch. Families and configs it does not
+cover fall back to transformers, or raise when the lean path is forced.
+"""
+
+import pytest
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    GPT2Config,
+    LlamaConfig,
+    MistralConfig,
+    Qwen2Config,
+)
+
+from specdec_lab import decoding, llama, lm, tree
+
+V = 96
+SMALL = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_attention_heads=4)
+CONFIGS = {
+    "llama-gqa-tied": LlamaConfig(
+        **SMALL, num_key_value_heads=1, num_hidden_layers=2, tie_word_embeddings=True
+    ),
+    "smollm2-like": LlamaConfig(
+        **SMALL,
+        num_key_value_heads=2,
+        num_hidden_layers=2,
+        tie_word_embeddings=True,
+        rope_theta=100000.0,
+        rms_norm_eps=1e-5,
+    ),
+    "llama3-rope": LlamaConfig(
+        **SMALL,
+        num_key_value_heads=2,
+        num_hidden_layers=1,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64,
+        },
+    ),
+    "qwen2-bias-untied": Qwen2Config(
+        **SMALL, num_key_value_heads=2, num_hidden_layers=2, tie_word_embeddings=False
+    ),
+    "mistral-no-window": MistralConfig(
+        **SMALL, num_key_value_heads=2, num_hidden_layers=2, sliding_window=None
+    ),
+}
+
+
+def _model(config, seed: int = 0):
+    torch.manual_seed(seed)
+    config.initializer_range = 0.3  # peaked enough that greedy paths are not all ties
+    model = AutoModelForCausalLM.from_config(config).eval()
+    model.generation_config.eos_token_id = None  # `generate` runs the full length, as ours do
+    return model
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def model(request):
+    return _model(CONFIGS[request.param])
+
+
+def _ids(n: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(V, (n,), generator=torch.Generator().manual_seed(seed))
+
+
+def test_logits_match_transformers_in_chunks(model) -> None:
+    """Prefill, then chunks of 1, 3 and 5 tokens on the cache: max abs diff <= 1e-5 (fp32)."""
+    ids = _ids(40)
+    with torch.no_grad():
+        reference = model(ids[None]).logits[0]  # (40, V)
+    lean = llama.LeanLlama(model)
+    cache = lean.new_cache()
+    out, start = [], 0
+    for k in (20, 1, 3, 5, 1, 10):
+        out.append(lean.logits(lean.forward(ids[start : start + k], cache)))
+        start += k
+    assert start == 40 and cache.length == 40
+    assert (torch.cat(out) - reference).abs().max() <= 1e-5
+
+
+def test_rollback_moves_a_pointer_and_recomputes_the_same(model) -> None:
+    ids = _ids(30)
+    lean = llama.LeanLlama(model)
+    cache = lean.new_cache(64)
+    keys = cache.k
+    first = lean.logits(lean.forward(ids, cache))[-5:]
+    cache.crop(25)
+    assert cache.length == 25 and cache.k is keys  # nothing reallocated or copied
+    again = lean.logits(lean.forward(ids[25:], cache))
+    assert torch.allclose(again, first, atol=1e-5)
+
+
+def test_cache_is_sized_to_the_call_not_the_model() -> None:
+    """Qwen2.5 allows 32k positions; a 100-token answer must not allocate them."""
+    config = Qwen2Config(**SMALL, num_key_value_heads=2, num_hidden_layers=1)
+    config.max_position_embeddings = 32768
+    m = _model(config)
+    out = decoding.autoregressive_generate(m, _ids(10), 20, temperature=0, runtime="lean")
+    assert out.stats.new_tokens == 20
+    session = lm.open_session(m, runtime="lean")
+    session.reserve(10 + 20)
+    assert session.cache.capacity == llama.CHUNK  # one chunk, not 32768 positions
+    session.logits(_ids(llama.CHUNK + 5))  # grows in whole chunks when a call needs more
+    assert session.cache.capacity == 2 * llama.CHUNK
+
+
+def test_greedy_equals_transformers_generate(model) -> None:
+    ids = _ids(12)
+    with torch.no_grad():
+        ref = model.generate(
+            ids[None], attention_mask=torch.ones(1, 12, dtype=torch.long), max_new_tokens=24,
+            do_sample=False,
+        )[0, 12:]  # fmt: skip
+    draft = _model(model.config, seed=1)  # a different random draft: rejections happen
+    ar = decoding.autoregressive_generate(model, ids, 24, temperature=0, runtime="lean")
+    spec = decoding.speculative_generate(model, draft, ids, 24, 4, temperature=0, runtime="lean")
+    trees = tree.tree_speculative_generate(
+        model, draft, ids, 24, (2, 2, 1), temperature=0, runtime="lean"
+    )
+    for out in (ar, spec, trees):
+        assert out.tokens.tolist() == ref.tolist()
+    assert spec.stats.acceptance_rate < 1  # the test saw rejections and rollbacks
+
+
+def test_sampling_is_the_same_on_both_runtimes(model) -> None:
+    """Same seed, same sampled tokens: the lean forward changes nothing but the speed."""
+    draft = _model(model.config, seed=1)
+    runs = {
+        rt: decoding.speculative_generate(
+            model,
+            draft,
+            _ids(8),
+            20,
+            3,
+            temperature=1.0,
+            generator=torch.Generator().manual_seed(0),
+            runtime=rt,
+        ).tokens.tolist()
+        for rt in ("lean", "hf")
+    }
+    assert runs["lean"] == runs["hf"]
+
+
+def test_tree_keeps_its_accepted_branch() -> None:
+    """After a tree step the lean session holds the accepted branch's entries (no re-feed), and
+    they equal what feeding the branch as a sequence would give."""
+    m = _model(CONFIGS["llama-gqa-tied"])
+    ids = _ids(10)
+    session = lm.open_session(m, runtime="lean")
+    session.logits(ids)
+    tokens, parents = torch.tensor([5, 7, 9, 11]), [-1, -1, 0, 2]  # root -> {0, 1}, 0 -> 2 -> 3
+    rows = session.tree_logits(ids, tokens, parents)  # (5, V)
+    path = [0, 2, 3]
+    session.keep_branch(path)
+    assert session.cached == 10 + 3 and session.cache.length == 13
+    fresh = lm.open_session(m, runtime="lean")
+    full = fresh.logits(torch.cat([ids, tokens[path]]))  # (13, V)
+    assert torch.allclose(rows[[0, 1, 3, 4]], full[[9, 10, 11, 12]], atol=1e-5)
+    kept = session.cache.k[:, :, :13]
+    assert torch.allclose(kept, fresh.cache.k[:, :, :13], atol=1e-5)
+    nxt = torch.tensor([3])
+    after = session.logits(torch.cat([ids, tokens[path], nxt]))  # feeds only the new token
+    assert after.shape[0] == 1 and session.calls == 3
+    assert torch.allclose(after, fresh.logits(torch.cat([ids, tokens[path], nxt])), atol=1e-5)
+
+
+def test_a_tree_level_feeds_only_its_new_nodes() -> None:
+    m = _model(CONFIGS["llama-gqa-tied"])
+    ids = _ids(10)
+    session = lm.open_session(m, runtime="lean")
+    session.logits(ids[:9])
+    fed = []
+    forward = session.lean.forward
+    session.lean.forward = lambda tokens, *a, **k: (
+        fed.append(len(tokens)) or forward(tokens, *a, **k)
+    )
+    session.tree_logits(ids, torch.tensor([1, 2]), [-1, -1])  # tail (1 token) + 2 nodes
+    rows = session.tree_logits(ids, torch.tensor([1, 2, 3, 4]), [-1, -1, 0, 1])  # + 2 nodes
+    assert fed == [3, 2] and rows.shape == (5, V)
+    fresh = lm.open_session(m, runtime="hf")
+    fresh.logits(ids[:9])
+    reference = fresh.tree_logits(ids, torch.tensor([1, 2, 3, 4]), [-1, -1, 0, 1])
+    assert torch.allclose(rows, reference, atol=1e-5)
+
+
+def test_uncovered_models_fall_back_or_raise() -> None:
+    gpt2 = _model(GPT2Config(vocab_size=V, n_embd=32, n_layer=1, n_head=2))
+    assert lm.runtime_of(gpt2) == "hf" and isinstance(lm.open_session(gpt2), lm.HFSession)
+    with pytest.raises(ValueError, match="not 'gpt2'"):
+        lm.open_session(gpt2, runtime="lean")
+    windowed = _model(MistralConfig(**SMALL, num_key_value_heads=2, num_hidden_layers=1))
+    windowed.config.sliding_window = 16
+    assert "sliding window" in llama.lean_support(windowed)
+    assert lm.runtime_of(windowed) == "hf"  # auto falls back: never silently wrong logits
+    with pytest.raises(ValueError, match="sliding window"):
+        decoding.autoregressive_generate(windowed, _ids(4), 4, runtime="lean")
+    with pytest.raises(ValueError, match="runtime must be one of"):
+        lm.open_session(windowed, runtime="fast")
+
+
+def test_sliding_window_model_decodes_past_its_window_on_hf() -> None:
+    """transformers' sliding-window caches refuse `crop` past the window unless they record
+    their past (HF session); greedy speculative output then equals `generate`."""
+    config = MistralConfig(**SMALL, num_key_value_heads=2, num_hidden_layers=2, sliding_window=8)
+    target, draft = _model(config), _model(config, seed=1)
+    ids = _ids(6)
+    with torch.no_grad():
+        ref = target.generate(
+            ids[None], attention_mask=torch.ones(1, 6, dtype=torch.long), max_new_tokens=30,
+            do_sample=False,
+        )[0, 6:]  # fmt: skip
+    out = decoding.speculative_generate(target, draft, ids, 30, 4, temperature=0)
+    assert out.tokens.tolist() == ref.tolist()
