@@ -57,20 +57,21 @@ def _rope_type(config) -> str:
 
 
 class KVCache:
-    """Keys and values of every layer, preallocated: `k`, `v` are (layers, Hkv, capacity, hd).
+    """Keys and values of every layer, preallocated: `k`, `v` are (layers, 1, Hkv, capacity, hd).
 
     Positions [0, length) hold valid entries. `crop` moves `length` back and copies nothing;
-    `reserve` grows the buffers in chunks of `CHUNK` positions when a call needs more.
+    `reserve` grows the buffers in chunks of `CHUNK` positions when a call needs more. (The 1 is
+    the batch axis: PyTorch's CPU attention kernel is fastest on 4-D inputs.)
     """
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype, device) -> None:
-        self.k = torch.empty(layers, kv_heads, 0, head_dim, dtype=dtype, device=device)
+        self.k = torch.empty(layers, 1, kv_heads, 0, head_dim, dtype=dtype, device=device)
         self.v = torch.empty_like(self.k)
         self.length = 0
 
     @property
     def capacity(self) -> int:
-        return self.k.shape[2]
+        return self.k.shape[3]
 
     @torch.inference_mode()
     def reserve(self, positions: int) -> None:
@@ -80,8 +81,8 @@ class KVCache:
         size = math.ceil(positions / CHUNK) * CHUNK
         for name in ("k", "v"):
             old = getattr(self, name)
-            new = old.new_empty(*old.shape[:2], size, old.shape[3])  # (layers, Hkv, size, hd)
-            new[:, :, : self.length] = old[:, :, : self.length]
+            new = old.new_empty(*old.shape[:3], size, old.shape[4])  # (layers, 1, Hkv, size, hd)
+            new[..., : self.length, :] = old[..., : self.length, :]
             setattr(self, name, new)
 
     def crop(self, length: int) -> None:
@@ -92,10 +93,10 @@ class KVCache:
     def keep(self, start: int, rows: torch.Tensor) -> None:
         """Keep entries `start + rows` (ascending) as positions start, start+1, ...: a token tree's
         accepted branch moves down over its rejected siblings (SGLang keeps it by remapping)."""
-        src = start + rows  # (n,)
-        self.k[:, :, start : start + rows.shape[0]] = self.k[:, :, src]
-        self.v[:, :, start : start + rows.shape[0]] = self.v[:, :, src]
-        self.length = start + rows.shape[0]
+        src, end = start + rows, start + rows.shape[0]  # (n,)
+        self.k[..., start:end, :] = self.k[..., src, :]
+        self.v[..., start:end, :] = self.v[..., src, :]
+        self.length = end
 
 
 @dataclass(frozen=True)
@@ -182,21 +183,21 @@ class LeanLlama:
         x = F.embedding(tokens, self.embed)  # (k, d)
         for i, w in enumerate(self.layers):
             h = _rms_norm(x, w.attn_norm, self.eps)
-            q = F.linear(h, w.wq, w.bq).view(k, self.heads, -1).transpose(0, 1)  # (H, k, hd)
-            kk = F.linear(h, w.wk, w.bk).view(k, self.kv_heads, -1).transpose(0, 1)  # (Hkv, k, hd)
-            v = F.linear(h, w.wv, w.bv).view(k, self.kv_heads, -1).transpose(0, 1)  # (Hkv, k, hd)
-            cache.k[i, :, start:end] = _rotate(kk, cos, sin)
-            cache.v[i, :, start:end] = v
+            q = F.linear(h, w.wq, w.bq).view(1, k, self.heads, -1).transpose(1, 2)  # (1, H, k, hd)
+            kk = F.linear(h, w.wk, w.bk).view(1, k, self.kv_heads, -1).transpose(1, 2)
+            v = F.linear(h, w.wv, w.bv).view(1, k, self.kv_heads, -1).transpose(1, 2)
+            cache.k[i, ..., start:end, :] = _rotate(kk, cos, sin)  # (1, Hkv, k, hd)
+            cache.v[i, ..., start:end, :] = v
             a = F.scaled_dot_product_attention(
                 _rotate(q, cos, sin),
-                cache.k[i, :, :end],  # (Hkv, L + k, hd)
-                cache.v[i, :, :end],
+                cache.k[i, ..., :end, :],  # (1, Hkv, L + k, hd)
+                cache.v[i, ..., :end, :],
                 attn_mask=allowed,
                 is_causal=causal,
                 scale=self.scale,
                 enable_gqa=True,
-            )  # (H, k, hd)
-            x = x + F.linear(a.transpose(0, 1).reshape(k, -1), w.wo, w.bo)
+            )  # (1, H, k, hd)
+            x = x + F.linear(a.transpose(1, 2).reshape(k, -1), w.wo, w.bo)
             h = _rms_norm(x, w.mlp_norm, self.eps)
             x = x + F.linear(F.silu(F.linear(h, w.w_gate)) * F.linear(h, w.w_up), w.w_down)
         cache.length = end
@@ -208,22 +209,27 @@ class LeanLlama:
         return F.linear(hidden, self.lm_head[:vocab_size])
 
     def _rope(self, positions: torch.Tensor | slice) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin (k, hd) at `positions`, from tables the model's rotary module fills once."""
+        """cos and signed sin (k, hd) at `positions`, from tables the model's rotary module fills
+        once. The sign of the first half is folded into sin: see `_rotate`."""
         needed = positions.stop if isinstance(positions, slice) else int(positions.max()) + 1
         if needed > self.cos.shape[0]:
             size = math.ceil(needed / CHUNK) * CHUNK
             ids = torch.arange(size, device=self.embed.device)[None]  # (1, size)
             cos, sin = self.rotary(self.embed[:1], ids)  # (1, size, hd) in the model's dtype
-            self.cos, self.sin = cos[0], sin[0]
+            half = self.head_dim // 2
+            self.cos, self.sin = cos[0], torch.cat([-sin[0, :, :half], sin[0, :, half:]], -1)
         return self.cos[positions], self.sin[positions]
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """transformers' LlamaRMSNorm: normalise in float32, cast back, then scale."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, x.shape[-1:], weight, eps)  # the same, fused
     return weight * F.rms_norm(x.float(), x.shape[-1:], eps=eps).to(x.dtype)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding of x (heads, k, hd), halves rotated as in transformers."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding of x (..., k, hd), as transformers computes it:
+    x·cos + rotate_half(x)·sin with rotate_half(x) = (−x2, x1). Rolling x by hd/2 gives
+    (x2, x1); the minus sign sits in `signed_sin`, so the result is bit-identical."""
+    return x * cos + x.roll(x.shape[-1] // 2, -1) * signed_sin

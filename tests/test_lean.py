@@ -165,8 +165,8 @@ def test_tree_keeps_its_accepted_branch() -> None:
     fresh = lm.open_session(m, runtime="lean")
     full = fresh.logits(torch.cat([ids, tokens[path]]))  # (13, V)
     assert torch.allclose(rows[[0, 1, 3, 4]], full[[9, 10, 11, 12]], atol=1e-5)
-    kept = session.cache.k[:, :, :13]
-    assert torch.allclose(kept, fresh.cache.k[:, :, :13], atol=1e-5)
+    kept = session.cache.k[..., :13, :]
+    assert torch.allclose(kept, fresh.cache.k[..., :13, :], atol=1e-5)
     nxt = torch.tensor([3])
     after = session.logits(torch.cat([ids, tokens[path], nxt]))  # feeds only the new token
     assert after.shape[0] == 1 and session.calls == 3
