@@ -54,7 +54,7 @@ class BenchConfig:
 
 
 QUICK = BenchConfig(gammas=(3,), max_new_tokens=16, repeats=1, n_prompts=1)
-TREE = (2, 1, 1, 1, 1)  # 6 nodes: inside the verify-cost floor of a 2-core CPU (notebook 06)
+MAX_TREE_NODES = 15  # the tree row's shape is chosen up to this size from the verify curve
 
 
 @dataclass
@@ -153,6 +153,13 @@ def measure_c(pair: Pair, gamma: int, runtime: str = "auto", repeats: int = 7) -
         "c": t_draft / t_target,
         "verify_cost": t_verify / t_target,
     }
+
+
+def verify_curve(model, runtime: str = "auto", max_tokens: int = 16) -> list[float]:
+    """t(k tokens) / t(1 token) for one forward of k = 1 .. max_tokens on a 32-token cache: the
+    device's verification cost curve, which `tree.choose_branching` reads."""
+    times = [session_latency(model, k, runtime) for k in range(1, max_tokens + 1)]
+    return [t / times[0] for t in times]
 
 
 def session_latency(model, k: int, runtime: str = "auto", repeats: int = 7, prefix: int = 32):
@@ -272,14 +279,6 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
             methods.append(
                 ("draft head γ=4", lambda: heads.head_drafter(target, head, vocab), 4, spec)
             )
-        methods.append(
-            (
-                f"tree {'-'.join(map(str, TREE))}",
-                lambda: (target, draft),
-                TREE,
-                tree.tree_speculative_generate,
-            )
-        )
 
     def measured_rows(temperature: float) -> list[tuple[str, int | None, str, Callable]]:
         """(name, γ, runtime, run) of our rows at one temperature, every runtime and γ."""
@@ -296,7 +295,25 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
             for name, make, g, gen in methods
             if temperature in (0.0, 1.0)
         ]
+        if cfg.methods and temperature in (0.0, 1.0):  # shape chosen once the chains ran
+            out.append((f"tree{t} (ours, {default})", None, default, None))
         return out
+
+    curve: list[float] = []  # the target's verify cost by tokens per forward, once
+
+    def tree_entry(name: str, temperature: float) -> tuple[str, None, str, Callable]:
+        """The tree row at `temperature`: the shape `tree.choose_branching` picks from the α and
+        c of the best chain row measured at that temperature and the device's verify curve."""
+        if not curve:
+            curve.extend(verify_curve(target, default, MAX_TREE_NODES + 1))
+        chains = [r for r in rows if r.gamma and r.temperature == temperature]
+        chain = max((r for r in chains if r.runtime == default), key=lambda r: r.tokens_per_s)
+        ar = next(r for r in rows if r.gamma is None and r.temperature == temperature)
+        own, spec = stats_of[ar.method], stats_of[chain.method]
+        c = (spec.draft_time / spec.draft_calls) / (own.target_time / own.target_calls)
+        shape = tree.choose_branching(min(chain.alpha, 1 - 1e-9), c, curve)
+        label = name.replace("tree", f"tree {'-'.join(map(str, shape))}")
+        return label, None, default, ours_tree(shape, temperature)
 
     plan = measured_rows(0.0)
     if cfg.hf:
@@ -314,6 +331,9 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
     tokens_of: dict[str, list[list[int]]] = {}  # method -> output tokens, repeat by prompt
     stats_of: dict[str, decoding.GenerationStats] = {}  # method -> pooled counters (ours)
     for name, gamma, runtime, run in tqdm(plan, desc="bench", disable=not progress):
+        temperature = float(next(iter(re.findall(r"T=([\d.]+)", name)), 0.0))
+        if run is None:
+            name, gamma, runtime, run = tree_entry(name, temperature)
         try:
             timed = _timed_runs(run, prompts, cfg.repeats, dev)
         except (ValueError, RuntimeError, TypeError) as err:  # transformers' own methods only
@@ -321,7 +341,6 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
                 raise
             print(f"skipped {name}: {type(err).__name__}: {str(err).splitlines()[0]}")
             continue
-        temperature = float(next(iter(re.findall(r"T=([\d.]+)", name)), 0.0))
         row = Row(name, statistics.median(timed.rates), gamma, temperature, runtime)
         row.samples, row.prompt_tokens_per_s = timed.rates, timed.prompt_rates
         tokens_of[name] = [_tokens(o) for o in timed.outputs]

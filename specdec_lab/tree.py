@@ -18,7 +18,7 @@ Step 3 is a pure function of probabilities (`tree_sample`, `tree_greedy`), teste
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -149,6 +149,58 @@ def tree_greedy(tree: TokenTree, p_logits: torch.Tensor) -> tuple[list[int], tor
         path.append(node)
 
 
+# ------------------------------------------------------------------------- choosing a tree shape
+def tree_nodes(branching: tuple[int, ...]) -> int:
+    """Number of nodes of a tree with `branching[ℓ]` children under every node of level ℓ."""
+    total, width = 0, 1
+    for k in branching:
+        width *= k
+        total += width
+    return total
+
+
+def expected_tree_tokens(alpha: float, branching: tuple[int, ...]) -> float:
+    """Tokens per step of a tree whose levels accept with probability 1 − (1 − α)^k for k
+    siblings: a model (independent tries at rate α), not an exact law; a chain (all k = 1) gives
+    Leviathan's (1 − α^(γ+1)) / (1 − α). The +1 is the token the target adds every step."""
+    tokens, reach = 1.0, 1.0
+    for k in branching:
+        reach *= 1 - (1 - alpha) ** k
+        tokens += reach
+    return tokens
+
+
+def choose_branching(
+    alpha: float,
+    c: float,
+    verify_cost: Sequence[float],
+    max_depth: int = 8,
+    widths: tuple[int, ...] = (1, 2, 3, 4),
+) -> tuple[int, ...]:
+    """The tree shape with the best modelled speedup on THIS device.
+
+    verify_cost[k - 1] = the target's time for one forward over k tokens / over one token,
+    measured on the device (`bench.verify_curve`): on a CPU it jumps where the matmul kernels
+    switch from matrix-vector to matrix-matrix, on a GPU it stays flat much longer. Candidates:
+    a first level of w siblings, then one or two children per node, down to `max_depth` levels,
+    as long as the last accepted token and all nodes fit the measured curve. The draft pays one
+    forward (cost c) per level: a small draft is overhead-bound, so a wide level costs about
+    what a narrow one does.
+    """
+    best, best_speed = (1,), 0.0
+    for depth in range(1, max_depth + 1):
+        for w1 in widths:
+            for w2 in (1, 2):
+                shape = (w1,) + (w2,) * min(depth - 1, 1) + (1,) * max(depth - 2, 0)
+                n = tree_nodes(shape)
+                if n + 1 > len(verify_cost):
+                    continue
+                speed = expected_tree_tokens(alpha, shape) / (depth * c + verify_cost[n])
+                if speed > best_speed + 1e-12:
+                    best, best_speed = shape, speed
+    return best
+
+
 # ------------------------------------------------------------------------------- the decoding loop
 def tree_step(
     target: Session,
@@ -236,7 +288,9 @@ def tree_speculative_generate(
 __all__ = [
     "TokenTree",
     "build_tree",
+    "choose_branching",
     "draw_siblings",
+    "expected_tree_tokens",
     "tree_greedy",
     "tree_sample",
     "tree_speculative_generate",

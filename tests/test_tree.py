@@ -1,11 +1,13 @@
 """Multi-draft verification and token trees: the exact law, Monte Carlo against p with the broken
 variants rejected, greedy exactness on mocks and on a tiny Llama, and the tree attention mask."""
 
+import math
+
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import broken, decoding, mock, stats, tree, verify
+from specdec_lab import broken, decoding, mock, stats, theory, tree, verify
 from specdec_lab.lm import HFSession, open_session, tree_path
 from specdec_lab.sampling import SamplingConfig, sample
 
@@ -222,3 +224,33 @@ def test_tree_sampling_runs_on_tiny_llama(llamas) -> None:
     cfg = SamplingConfig(temperature=1.0)
     built = tree.build_tree(open_session(draft), torch.tensor([1, 2]), (3, 2), cfg, g)
     assert built.parents == [-1, -1, -1, 0, 0, 1, 1, 2, 2] and built.q_probs.shape == (9, 16)
+
+
+def test_tree_model_reduces_to_leviathan_for_a_chain() -> None:
+    for alpha in (0.0, 0.3, 0.83, 0.99):
+        for depth in (1, 4, 8):
+            chain = tree.expected_tree_tokens(alpha, (1,) * depth)
+            assert math.isclose(chain, theory.expected_tokens(alpha, depth), rel_tol=1e-12)
+    assert tree.tree_nodes((3, 2, 1)) == 3 + 6 + 6
+    assert tree.expected_tree_tokens(0.5, (2, 1)) > tree.expected_tree_tokens(0.5, (1, 1))
+
+
+def test_tree_shape_follows_the_device_verify_curve() -> None:
+    """A flat verify curve (a GPU in its memory-bound regime) affords wide trees; a CPU whose
+    verify cost climbs with every token keeps to a short chain; a poor draft stays short."""
+    flat = [1.0] * 16
+    steep = [1.0 + 0.25 * k for k in range(16)]
+    wide = tree.choose_branching(0.7, 0.05, flat)
+    narrow = tree.choose_branching(0.7, 0.05, steep)
+    assert tree.tree_nodes(wide) > tree.tree_nodes(narrow)
+    assert max(wide) > 1 and tree.tree_nodes(wide) + 1 <= 16
+    assert tree.tree_nodes(tree.choose_branching(0.2, 0.3, steep)) <= 2
+    # the choice is the best of its candidates under the model
+    for shape in ((1,) * 4, (2, 1, 1), (3, 2, 1), (1,) * 8):
+        best = tree.expected_tree_tokens(0.7, wide) / (
+            len(wide) * 0.05 + flat[tree.tree_nodes(wide)]
+        )
+        other = tree.expected_tree_tokens(0.7, shape) / (
+            len(shape) * 0.05 + flat[tree.tree_nodes(shape)]
+        )
+        assert best >= other - 1e-12
