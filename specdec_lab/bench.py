@@ -274,6 +274,17 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
                 spec,
             )
         )
+        methods.append(
+            (
+                "lookup, else draft γ=6",
+                lambda: (
+                    target,
+                    drafters.LookupThenModel(decoding.ModelDrafter(lm.open_session(draft, vocab))),
+                ),
+                6,
+                spec,
+            )
+        )
         if pair.name == "embedded" and (MODELS_DIR / "head").is_dir():
             head = heads.load_head(MODELS_DIR / "head", dev).to(pair.dtype)
             methods.append(

@@ -1,4 +1,5 @@
-"""Drafters that are not a second model: prompt lookup (an n-gram table over the sequence itself).
+"""Drafters that are not a second model: prompt lookup (an n-gram table over the sequence itself),
+alone or in front of a draft model (`LookupThenModel`).
 
 Every drafter implements the `Drafter` protocol of `specdec_lab.decoding`:
 `propose(ids, gamma, cfg, generator) -> (tokens (γ',), q_probs (γ', V))` with γ' ≤ γ, plus
@@ -48,11 +49,12 @@ class PromptLookupDrafter:
         self.seconds += time.perf_counter() - t0
         return tokens, q_probs
 
-    def lookup(self, ids: torch.Tensor, gamma: int) -> torch.Tensor:
-        """The continuation of the longest, leftmost earlier match of the sequence's tail."""
+    def lookup(self, ids: torch.Tensor, gamma: int, min_ngram: int = 1) -> torch.Tensor:
+        """The continuation of the longest, leftmost earlier match of the sequence's tail
+        (n-grams of `min_ngram` tokens at least)."""
         length = ids.shape[0]
         if gamma > 0:
-            for n in range(min(self.max_ngram, length - 1), 0, -1):  # longest n-gram first
+            for n in range(min(self.max_ngram, length - 1), min_ngram - 1, -1):  # longest first
                 windows = ids.unfold(0, n, 1)  # (L - n + 1, n): every n-gram of the sequence
                 starts = (windows == ids[length - n :]).all(-1).nonzero()[:, 0]  # ascending
                 for start in starts.tolist():  # leftmost first; the tail itself has no follower
@@ -65,4 +67,46 @@ class PromptLookupDrafter:
         """Nothing to roll back: the table is the sequence itself, which the loop owns."""
 
 
-__all__ = ["PromptLookupDrafter"]
+class LookupThenModel:
+    """Prompt lookup first, a draft model when it finds nothing.
+
+    A step whose last `min_ngram`+ tokens occurred earlier in the sequence copies what followed
+    them (free: no forward); any other step drafts with the model. Each step reports the q its
+    tokens were drawn from (one-hot for a copy, the model's for a draft), so the output law is
+    unchanged. Lookup pays off when the text repeats itself: code, and every greedy continuation
+    of a target that loops (the embedded one does: the bench prints the repeated 4-grams).
+    """
+
+    def __init__(self, model, lookup: PromptLookupDrafter | None = None, min_ngram: int = 2):
+        self.model = model  # a ModelDrafter (or any Drafter)
+        self.vocab_size = model.vocab_size
+        self.lookup = lookup or PromptLookupDrafter(model.vocab_size)
+        self.min_ngram = min_ngram
+        self.copied = 0  # steps drafted by lookup
+
+    @property
+    def calls(self) -> int:
+        return self.model.calls
+
+    @property
+    def session(self):  # the decoding loop preallocates the draft model's cache through it
+        return getattr(self.model, "session", None)
+
+    @property
+    def seconds(self) -> float:
+        return self.lookup.seconds + getattr(self.model, "seconds", float("nan"))
+
+    def propose(self, ids, gamma, cfg, generator):
+        t0 = time.perf_counter()
+        copy = self.lookup.lookup(ids, gamma, self.min_ngram)  # (γ',)
+        self.lookup.seconds += time.perf_counter() - t0
+        if copy.numel():
+            self.copied += 1
+            return copy, torch.nn.functional.one_hot(copy, self.vocab_size).float()
+        return self.model.propose(ids, gamma, cfg, generator)
+
+    def crop(self, length: int) -> None:
+        self.model.crop(length)
+
+
+__all__ = ["LookupThenModel", "PromptLookupDrafter"]

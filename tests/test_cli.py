@@ -58,8 +58,8 @@ def test_bench_table_on_a_tiny_pair() -> None:
     sampled = [r for r in rows if r.temperature > 0]
     assert sorted({r.temperature for r in sampled}) == [0.7, 1.0]
     # per T: AR and speculative on each runtime; at T = 1 also prompt lookup, the heuristic γ
-    # schedule and the tree (no draft head: it belongs to the embedded target)
-    assert len(sampled) == 2 * 4 + 3
+    # schedule, lookup-else-draft and the tree (no draft head: it belongs to the embedded target)
+    assert len(sampled) == 2 * 4 + 4
     lookup = by_name["prompt lookup γ=4 (ours, lean)"]
     scheduled = by_name["heuristic γ≤10 (ours, lean)"]
     assert scheduled.alpha == 1.0 and scheduled.tokens_per_call > 4  # γ grows past 4
@@ -96,8 +96,9 @@ def test_bench_guards_greedy_exactness_in_float32_only(monkeypatch) -> None:
         bench.run_bench(pair, [torch.tensor([1, 2, 3])], cfg, progress=False)
     pair.target.to(torch.bfloat16), pair.draft.to(torch.bfloat16)
     rows, _ = bench.run_bench(pair, [torch.tensor([1, 2, 3])], cfg, progress=False)
-    # per runtime AR and speculative, then prompt lookup, heuristic γ and the (unpatched) tree
-    assert [r.mismatches for r in rows if r.temperature == 0] == [0, 1, 0, 1, 1, 1, 0]
+    # per runtime AR and speculative, then prompt lookup, heuristic γ, lookup-else-draft and the
+    # (unpatched) tree
+    assert [r.mismatches for r in rows if r.temperature == 0] == [0, 1, 0, 1, 1, 1, 1, 0]
     note = bench.reduced_precision_note(rows, pair.dtype)
     assert "speculative γ=3 (ours, lean) 1" in note and "asserted in float32 only" in note
     assert bench.reduced_precision_note(rows, torch.float32) is None

@@ -130,6 +130,15 @@ def test_multi_token_check_catches_broken_prompt_lookup(pair) -> None:
     assert not check.passed, check
 
 
+def test_multi_token_law_lookup_then_model(pair) -> None:
+    # Steps copy from the sequence (one-hot q) or draft with the model (its q): exact either way.
+    _, draft = pair
+    hybrid = drafters.LookupThenModel(decoding.ModelDrafter(open_session(draft)), min_ngram=2)
+    check = _sequence_check(pair, "T=1", draft=hybrid, prompt=REPETITIVE, gamma=3)
+    assert check.passed, check
+    assert hybrid.copied > 0 and hybrid.calls > 0  # both kinds of step happened
+
+
 def test_multi_token_law_adaptive_gamma(pair) -> None:
     # Both adaptive rules decide γ from the draft's own proposals or from past steps only.
     _, draft = pair
