@@ -143,9 +143,9 @@ def _timed_runs(
 def measure_c(pair: Pair, gamma: int, runtime: str = "auto", repeats: int = 7) -> dict[str, float]:
     """Isolated forwards on a 32-token KV cache, through `runtime`'s sessions (min of `repeats`):
     c = t_draft / t_target for one token, and verify_cost = t_target(γ+1 tokens) / t_target(1)."""
-    t_draft = session_latency(pair.draft, 1, runtime, repeats)
-    t_target = session_latency(pair.target, 1, runtime, repeats)
-    t_verify = session_latency(pair.target, gamma + 1, runtime, repeats)
+    t_draft = profiling.session_latency(pair.draft, 1, runtime, repeats)
+    t_target = profiling.session_latency(pair.target, 1, runtime, repeats)
+    t_verify = profiling.session_latency(pair.target, gamma + 1, runtime, repeats)
     return {
         "t_draft_ms": 1e3 * t_draft,
         "t_target_ms": 1e3 * t_target,
@@ -153,31 +153,6 @@ def measure_c(pair: Pair, gamma: int, runtime: str = "auto", repeats: int = 7) -
         "c": t_draft / t_target,
         "verify_cost": t_verify / t_target,
     }
-
-
-def verify_curve(model, runtime: str = "auto", max_tokens: int = 16) -> list[float]:
-    """t(k tokens) / t(1 token) for one forward of k = 1 .. max_tokens on a 32-token cache: the
-    device's verification cost curve, which `tree.choose_branching` reads."""
-    times = [session_latency(model, k, runtime) for k in range(1, max_tokens + 1)]
-    return [t / times[0] for t in times]
-
-
-def session_latency(model, k: int, runtime: str = "auto", repeats: int = 7, prefix: int = 32):
-    """Seconds of one forward over k new tokens after `prefix` cached ones, as the decoding
-    loops run it (`lm.open_session(model, runtime=runtime)`): the minimum of `repeats`."""
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(models.vocab_size_of(model), (prefix + k,), generator=gen)
-    session = lm.open_session(model, runtime=runtime)
-    session.logits(ids[:prefix])
-    best = math.inf
-    for _ in range(repeats + 2):  # two warm-ups
-        session.crop(prefix)
-        synchronize(model.device)
-        start = time.perf_counter()
-        session.logits(ids)
-        synchronize(model.device)
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progress: bool = True):
@@ -316,7 +291,7 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
         """The tree row at `temperature`: the shape `tree.choose_branching` picks from the α and
         c of the best chain row measured at that temperature and the device's verify curve."""
         if not curve:
-            curve.extend(verify_curve(target, default, MAX_TREE_NODES + 1))
+            curve.extend(profiling.verify_curve(target, default, MAX_TREE_NODES + 1))
         chains = [r for r in rows if r.gamma and r.temperature == temperature]
         chain = max((r for r in chains if r.runtime == default), key=lambda r: r.tokens_per_s)
         ar = next(r for r in rows if r.gamma is None and r.temperature == temperature)

@@ -12,6 +12,9 @@ being true on the device at hand.
 - Models: `ModelShape` presets in `LADDER` (~1M to ~7B parameters), `build_model`,
   `forward_latency(model, k, batch)`, which times k new tokens on top of a cached prefix, and
   `latency_sweep` over several k.
+- Overhead: `runtime_sweep` / `session_latency` time the same forwards through the decoding
+  loop's sessions on each runtime (transformers' eager forward vs `specdec_lab.llama`), and
+  `verify_curve` gives t(k)/t(1) for choosing γ and tree shapes.
 - Roofline: `param_count`, `forward_flops`, `forward_bytes`, `arithmetic_intensity`,
   `ridge_point`, `roofline_time` / `roofline_latency`, `find_knee`, `plot_roofline`,
   and `theory.speedup` for the speedup with a measured verification cost.
@@ -379,6 +382,60 @@ def forward_latency(
         generator=generator,
         clock=clock,
     )[0]
+
+
+# --------------------------------------------------------------------------------------------
+# The same forwards through the decoding loop's sessions: the overhead regime
+# --------------------------------------------------------------------------------------------
+
+
+def session_latency(model, k: int, runtime: str = "auto", repeats: int = 7, prefix: int = 32):
+    """Seconds of one forward over k new tokens after `prefix` cached ones, the way the
+    decoding loops run it (`lm.open_session(model, runtime=runtime)`, logits included): the
+    minimum of `repeats` after two warm-ups. Compare runtimes with `runtime_sweep`."""
+    return runtime_sweep(model, [k], (runtime,), repeats, prefix)[runtime][0]
+
+
+def runtime_sweep(
+    model,
+    ks: Sequence[int],
+    runtimes: Sequence[str] = ("hf", "lean"),
+    repeats: int = 7,
+    prefix: int = 32,
+) -> dict[str, list[float]]:
+    """Per-call latency (seconds, min of `repeats`) of a k-token forward for every k in `ks`,
+    through each runtime's session: {runtime: [t(k) for k in ks]}.
+
+    Same weights, same arithmetic: what differs between "hf" (transformers' eager forward) and
+    "lean" (`specdec_lab.llama`) is per-call overhead, the third regime next to memory bandwidth
+    and compute (notebook 05). Rounds interleave runtimes and ks, so a burst of background load
+    lands on all of them; the minimum is the least disturbed run.
+    """
+    from specdec_lab import lm  # the sessions import transformers: load on first use
+
+    gen = torch.Generator().manual_seed(0)
+    vocab = model.get_input_embeddings().weight.shape[0]
+    ids = torch.randint(vocab, (prefix + max(ks),), generator=gen)
+    sessions = {rt: lm.open_session(model, runtime=rt) for rt in runtimes}
+    best = {rt: [float("inf")] * len(ks) for rt in runtimes}
+    for session in sessions.values():
+        session.logits(ids[:prefix])
+    for round_ in range(repeats + 2):  # two warm-up rounds
+        for rt, session in sessions.items():
+            for i, k in enumerate(ks):
+                session.crop(prefix)
+                with timer(model.device) as sw:
+                    session.logits(ids[: prefix + k])
+                if round_ >= 2:
+                    best[rt][i] = min(best[rt][i], sw.seconds)
+    return best
+
+
+def verify_curve(model, runtime: str = "auto", max_tokens: int = 16) -> list[float]:
+    """t(k tokens) / t(1 token) for k = 1 .. max_tokens: the device's verification cost curve
+    (a target forward over γ+1 tokens, relative to one), which `tree.choose_branching` reads."""
+    times = runtime_sweep(model, range(1, max_tokens + 1), (runtime,))[runtime]
+    return [t / times[0] for t in times]
 
 
 # --------------------------------------------------------------------------------------------

@@ -180,7 +180,7 @@ def choose_branching(
     """The tree shape with the best modelled speedup on THIS device.
 
     verify_cost[k - 1] = the target's time for one forward over k tokens / over one token,
-    measured on the device (`bench.verify_curve`): on a CPU it jumps where the matmul kernels
+    measured on the device (`profiling.verify_curve`): on a CPU it jumps where the matmul kernels
     switch from matrix-vector to matrix-matrix, on a GPU it stays flat much longer. Candidates:
     a first level of w siblings, then one or two children per node, down to `max_depth` levels,
     as long as the last accepted token and all nodes fit the measured curve. The draft pays one

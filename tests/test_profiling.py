@@ -254,3 +254,12 @@ def test_load_recorded(tmp_path):
     (tmp_path / "gpu-bad.json").write_text("{}")
     with pytest.raises(ValueError, match="not a results record"):
         profiling.load_recorded(directory=tmp_path)
+
+
+def test_runtime_sweep_times_both_runtimes_on_the_same_weights() -> None:
+    model = profiling.build_model(profiling.LADDER["tiny-1M"].config(vocab_size=64), seed=0)
+    times = profiling.runtime_sweep(model, [1, 4], ("hf", "lean"), repeats=2, prefix=8)
+    assert set(times) == {"hf", "lean"}
+    assert all(len(t) == 2 and all(0 < x < 10 for x in t) for t in times.values())
+    curve = profiling.verify_curve(model, "lean", max_tokens=3)
+    assert len(curve) == 3 and curve[0] == 1.0 and all(x > 0 for x in curve)
