@@ -76,6 +76,7 @@ class Row:
     prompt_speedups: list[float] = field(default_factory=list)  # per prompt, over autoregressive
     repeated_4grams: float | None = None  # median over prompts of `repeated_ngram_fraction`
     mismatches: int | None = None  # greedy: outputs that differ from autoregressive decoding
+    step_ms: dict[str, float] | None = None  # per step (target call): draft / target / loop ms
 
     @property
     def ratio(self) -> float | None:
@@ -337,6 +338,16 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
             alpha = pooled.acceptance_rate  # NaN when nothing was drafted (autoregressive)
             row.alpha = None if math.isnan(alpha) else alpha
             stats_of[name] = pooled
+            draft_s = 0.0 if math.isnan(pooled.draft_time) else pooled.draft_time
+            loop_s = pooled.wall_time - draft_s - pooled.target_time
+            row.step_ms = {
+                key: 1e3 * seconds / pooled.target_calls
+                for key, seconds in (
+                    ("draft", draft_s),
+                    ("target", pooled.target_time),
+                    ("loop", loop_s),
+                )
+            }
         rows.append(row)
 
     # Greedy exactness: every greedy method produced the autoregressive tokens. In float32 this
@@ -458,6 +469,22 @@ def format_table(rows: list[Row], costs: dict[str, dict[str, float]]) -> str:
         differ = "—" if r.mismatches is None else str(r.mismatches)
         lines.append(f"{r.method:<40}{spread:>40}{fmt(r.repeated_4grams, 18, '.2f')}{differ:>8}")
     lines += [
+        "",
+        f"{'where a step goes (ms per target call)':<40}{'draft':>9}{'target':>9}{'loop':>9}"
+        f"{'total':>9}",
+        "-" * 76,
+    ]
+    for r in rows:
+        if r.step_ms and (r.gamma or r.method.startswith("autoregressive")):
+            ms = r.step_ms
+            lines.append(
+                f"{r.method:<40}{ms['draft']:>9.2f}{ms['target']:>9.2f}{ms['loop']:>9.2f}"
+                f"{sum(ms.values()):>9.2f}"
+            )
+    lines += [
+        "draft: forwards and sampling inside the drafter; target: the target's forwards (the",
+        "verification); loop: everything else (acceptance rule, bookkeeping).",
+        "",
         "c and verify are measured inside the decoding loop: c = time per draft forward / time per",
         "target forward in autoregressive decoding on the same runtime; verify = time per target",
         "forward over γ+1 tokens / the same. predicted = (1-α^(γ+1))/((1-α)(γc+1)) (Leviathan et",
