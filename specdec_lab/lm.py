@@ -50,10 +50,28 @@ class _SessionBase:
         self.calls = 0
         self.seconds = 0.0
         self.cached = 0  # tokens of the sequence already consumed
+        self._seen = torch.empty(0, dtype=torch.long)  # the ids they came from (first `cached`)
 
     def _new_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        """The unseen tail of `ids`, after checking that its head is what the cache holds.
+
+        The check compares token ids on the CPU; on an accelerator it would cost a host sync
+        per forward, so there the decoding loops' own bookkeeping is trusted.
+        """
         if ids.shape[0] <= self.cached:
             raise ValueError(f"nothing new to score: {ids.shape[0]} ids, {self.cached} cached")
+        seen = self._seen[: self.cached]
+        if (
+            ids.device.type == "cpu"
+            and seen.device == ids.device
+            and not torch.equal(ids[: self.cached], seen)
+        ):
+            raise ValueError(
+                f"the first {self.cached} ids differ from the ones this session's cache holds: "
+                "crop the session to the common prefix (or open a new one) before scoring "
+                "another sequence"
+            )
+        self._seen = ids
         return ids[self.cached :]
 
     def _tree_tail(self, ids: torch.Tensor) -> torch.Tensor:
@@ -280,13 +298,15 @@ class LeanSession(_SessionBase):
         rows = self.lean.logits(h[max(t - 1, 0) :], self.vocab_size).float().cpu()
         self._count(t0)
         self.tree_rows = torch.cat([self.tree_rows[: 1 + fed] if fed else rows[:0], rows])
-        self.cached, self.tree_fed = prefix, n
+        self.cached, self.tree_fed, self.tree_tokens = prefix, n, tree_tokens
         return self.tree_rows  # (1 + N, V)
 
     def keep_branch(self, nodes: list[int]) -> None:
         """Keep the accepted branch's cache entries as sequence positions: no re-feed."""
         fed = [i for i in nodes if i < self.tree_fed]  # a branch's fed nodes form a prefix
         self.cache.keep(self.cached, torch.tensor(fed, dtype=torch.long, device=self.device))
+        kept = self.tree_tokens[fed].to(self._seen.device, self._seen.dtype)
+        self._seen = torch.cat([self._seen[: self.cached], kept])
         self.cached += len(fed)
         self.tree_fed = 0
 

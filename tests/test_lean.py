@@ -220,3 +220,14 @@ def test_sliding_window_model_decodes_past_its_window_on_hf() -> None:
         )[0, 6:]  # fmt: skip
     out = decoding.speculative_generate(target, draft, ids, 30, 4, temperature=0)
     assert out.tokens.tolist() == ref.tolist()
+
+
+@pytest.mark.parametrize("runtime", ["lean", "hf"])
+def test_a_session_refuses_a_sequence_whose_head_changed(runtime) -> None:
+    session = lm.open_session(_model(CONFIGS["llama-gqa-tied"]), runtime=runtime)
+    session.logits(torch.tensor([1, 2, 3]))
+    session.logits(torch.tensor([1, 2, 3, 4]))  # the same head, one new token
+    with pytest.raises(ValueError, match="differ from the ones this session's cache holds"):
+        session.logits(torch.tensor([1, 9, 3, 4, 5]))
+    session.crop(1)  # back to the common prefix: now it is the same head
+    assert session.logits(torch.tensor([1, 9, 3, 4, 5])).shape[0] == 4
