@@ -5,8 +5,10 @@
     SPECDEC_LAB_FORCE_GPU_PATHS=1 python scripts/gpu_check.py   # GPU dry run on a CPU
 
 Writes data/results/gpu-profile.json (notebook 05's measurements, in the schema documented in
-`specdec_lab.profiling`) and data/results/gpu-bench.json (`python -m specdec_lab bench` on the
-embedded pair, in bfloat16 as on a GPU), each with the device it ran on. Needs no internet:
+`specdec_lab.profiling`), data/results/gpu-bench.json (`python -m specdec_lab bench` on the
+embedded pair, in bfloat16 as on a GPU) and data/results/gpu-notebooks.json (every notebook run
+top to bottom on the device, as plain Python: pass or the first error, and seconds), each with
+the device it ran on. Needs no internet:
 random-init shapes only. Before the ladder runs, the memory guard (`models.fit_ladder`) drops the
 shapes that would not fit in free memory, and an out-of-memory error stops the ladder where it
 happened instead of ending the run. The dry run takes every GPU branch at smoke sizes.
@@ -98,9 +100,59 @@ def profile(device: torch.device, smoke: bool) -> dict:
     return out
 
 
+def run_notebooks(names: list[str] | None = None) -> dict[str, dict]:
+    """Run each notebook's code cells in order, in one namespace per notebook, as plain Python
+    (a GPU machine need not have Jupyter): {name: {"ok", "seconds", "error"}}. Cells nbval skips
+    (the live widgets) are skipped here too; IPython magics and shell lines are dropped."""
+    import json
+    import os
+    from pathlib import Path
+
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    folder = Path(__file__).resolve().parents[1] / "notebooks"
+    names = names or sorted(p.name for p in folder.glob("[0-9][0-9]_*.ipynb"))
+    out: dict[str, dict] = {}
+    cwd = os.getcwd()
+    for name in tqdm(names, desc="notebooks"):
+        cells = json.loads((folder / name).read_text())["cells"]  # a name, or a path
+        start, error = time.perf_counter(), None
+        namespace: dict = {"__name__": "__main__"}
+        os.chdir(folder)
+        try:
+            for i, cell in enumerate(cells):
+                tags = cell.get("metadata", {}).get("tags", [])
+                if cell["cell_type"] != "code" or "nbval-skip" in tags:
+                    continue
+                source = "".join(cell["source"])
+                lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+                try:
+                    exec(compile("\n".join(lines), f"{name}[{i}]", "exec"), namespace)
+                except Exception as err:  # recorded, not raised: the other notebooks still run
+                    error = f"cell {i}: {type(err).__name__}: {str(err).splitlines()[0][:300]}"
+                    break
+        finally:
+            os.chdir(cwd)
+            try:
+                import matplotlib.pyplot as plt
+
+                plt.close("all")
+            except ImportError:
+                pass
+        out[name] = {
+            "ok": error is None,
+            "seconds": round(time.perf_counter() - start, 1),
+            "error": error,
+        }
+        print(f"{name}: {'ok' if error is None else error} ({out[name]['seconds']} s)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes (CPU dry run)")
+    parser.add_argument(
+        "--notebooks", nargs="*", default=None, help="notebooks to run (default: all; none: skip)"
+    )
     args = parser.parse_args(argv)
     device = runtime.default_device()
     if device.type == "cpu" and not (args.smoke or runtime.dry_run(device)):
@@ -131,7 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         bench.append("--smoke")
     if runtime.gpu_paths(device):  # what a GPU loads by default; exactness is then not asserted
         bench += ["--dtype", "bfloat16"]
-    return subprocess.call(bench)
+    status = subprocess.call(bench)
+    if args.notebooks is None or args.notebooks:  # every notebook, on the device
+        results = run_notebooks(args.notebooks or None)
+        path = profiling.save_results(RESULTS / f"{prefix}-notebooks-{tag}.json", results, device)
+        print(f"wrote {path}")
+        status = status or int(not all(r["ok"] for r in results.values()))
+    return status
 
 
 if __name__ == "__main__":

@@ -54,10 +54,29 @@ def test_gpu_dry_run(gpu_check, monkeypatch, tmp_path) -> None:
     # The memory guard runs on 0.3 GiB "free": enough for small-29M next to tiny-1M in bfloat16,
     # and for the embedded pair in the bench (tests/test_families.py covers what it drops).
     monkeypatch.setenv(runtime.FREE_MEMORY_GIB, "0.3")
-    assert gpu_check.main([]) == 0  # no --smoke: the GPU branch, at smoke sizes
+    assert gpu_check.main(["--notebooks"]) == 0  # no --smoke: the GPU branch, at smoke sizes
     profile = json.loads((tmp_path / "smoke-profile-cpu.json").read_text())["results"]
     assert profile["dtype"] == "bfloat16" and list(profile["models"]) == ["tiny-1M", "small-29M"]
     _check_profile(profile)
     record = json.loads((tmp_path / "smoke-bench-cpu.json").read_text())["results"]
     assert record["dtype"] == "bfloat16"  # exactness not asserted; mismatches recorded instead
     assert all(r["mismatches"] is not None for r in record["rows"] if r["temperature"] == 0)
+
+
+def test_notebooks_run_as_plain_python_and_report_the_first_error(gpu_check, tmp_path) -> None:
+    def notebook(*sources, tags=()):
+        cells = [
+            {"cell_type": "code", "source": src, "metadata": {"tags": list(tags)}}
+            for src in sources
+        ]
+        return json.dumps({"cells": [{"cell_type": "markdown", "source": "# x"}, *cells]})
+
+    (tmp_path / "ok.ipynb").write_text(notebook("%matplotlib inline\nx = 2", "assert x == 2"))
+    (tmp_path / "bad.ipynb").write_text(notebook("y = 1", "assert y == 2, 'y is not 2'"))
+    (tmp_path / "skip.ipynb").write_text(notebook("raise SystemError", tags=["nbval-skip"]))
+    out = gpu_check.run_notebooks(
+        [str(tmp_path / n) for n in ("ok.ipynb", "bad.ipynb", "skip.ipynb")]
+    )
+    ok, bad, skip = out.values()
+    assert ok["ok"] and skip["ok"] and not bad["ok"]
+    assert bad["error"] == "cell 2: AssertionError: y is not 2"
