@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from specdec_lab import decoding, drafters, heads, lm, models, profiling, theory, tree
+from specdec_lab import decoding, drafters, heads, llama, lm, models, profiling, theory, tree
 from specdec_lab.models import MODELS_DIR, Pair, load_pair
 from specdec_lab.prompts import load_prompts  # noqa: F401  (notebooks call bench.load_prompts)
 from specdec_lab.runtime import default_device, device_info, set_cpu_threads, synchronize
@@ -165,7 +165,8 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
     dev, n_new, vocab = pair.device, cfg.max_new_tokens, pair.vocab_size
     target, draft = pair.target, pair.draft
     models.check_positions([target, draft], max(len(p) for p in prompts), n_new)
-    runtimes = [r for r in cfg.runtimes if r == "hf" or lm.runtime_of(target, r) == r]
+    lean_ok = all(llama.lean_support(m) is None for m in (target, draft))
+    runtimes = [r for r in cfg.runtimes if r == "hf" or lean_ok]  # lean only where it covers
     default = runtimes[0]
 
     def ours_ar(temperature: float, runtime: str):

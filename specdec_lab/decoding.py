@@ -19,7 +19,7 @@ read.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -192,6 +192,11 @@ class HeuristicGamma:
     2 else reduce by 1" (transformers 5.x `GenerationConfig` docs), never below 1. The draft
     length of `speculative_generate` is then a cap. The schedule reads only past outcomes, so the
     output law is unchanged.
+
+    Departure from transformers, on purpose: a step that drafted nothing (the last step capped by
+    the token budget, a prompt-lookup miss) leaves γ unchanged. transformers 5.x counts it as
+    "all correct" (0 of 0 accepted) and adds 2, so γ ratchets up on steps that show nothing
+    about the draft.
     """
 
     def __init__(self, drafter: Drafter, initial: int = 4) -> None:
@@ -213,6 +218,8 @@ class HeuristicGamma:
 
     def update(self, step: Step) -> None:
         """Called by `speculative_step` with the outcome of the step this drafter drafted for."""
+        if not step.draft_tokens:
+            return  # nothing drafted, nothing learned (transformers would add 2 here)
         self.gamma = self.gamma + 2 if step.bonus else max(1, self.gamma - 1)
 
     def crop(self, length: int) -> None:
@@ -228,16 +235,20 @@ def autoregressive_generate(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
     *,
-    eos_token_id: int | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
     vocab_size: int | None = None,
     runtime: str = "auto",
 ) -> Generation:
     """Plain decoding: one target forward per new token. The baseline speculation must beat.
 
+    `eos_token_id`: one id or several (Llama-3 and Qwen2.5-Instruct ship a list); generation
+    stops after the first of them.
+
     `runtime` picks how a transformers model runs (`lm.open_session`): "auto" (our lean forward
     where it covers the family, else transformers'), "lean" or "hf".
     """
     cfg = SamplingConfig(temperature, top_k, top_p)
+    eos = _check_eos(eos_token_id)
     ids = _check_prompt(input_ids)
     _check_max_new_tokens(max_new_tokens)
     check_positions([model], ids.shape[0], max_new_tokens)  # before any forward
@@ -254,11 +265,11 @@ def autoregressive_generate(
         else:
             x = sample(logits_to_probs(logits, temperature, top_k, top_p), generator)
         ids = torch.cat([ids, x[None]])
-        if eos_token_id is not None and int(x) == eos_token_id:
+        if eos and int(x) in eos:
             break
     stats.wall_time = time.perf_counter() - start
     stats.target_calls, stats.target_time = target.calls, target.seconds
-    return _finish(ids[prompt_len:], stats)
+    return _finish(ids[prompt_len:], stats, eos)
 
 
 def speculative_step(
@@ -307,7 +318,7 @@ def speculative_generate(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
-    eos_token_id: int | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
     vocab_size: int | None = None,
     on_step: Callable[[Step], None] | None = None,
     verifier: Callable[..., tuple[int, torch.Tensor]] = rejection_sample,
@@ -354,15 +365,16 @@ def run_steps(
     input_ids,
     max_new_tokens: int,
     gamma: int,
-    eos_token_id: int | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
     on_step: Callable[[Step], None] | None = None,
 ) -> Generation:
     """The loop every speculative method shares: call `step(ids, γ)` until the budget is spent.
 
     `step` returns the extended sequence and its `Step`; the loop caps γ by the token budget,
     collects statistics, reads the timing counters of the session and the drafter, and stops at
-    `eos_token_id`.
+    `eos_token_id` (one id or several: the first of them ends the text).
     """
+    eos = _check_eos(eos_token_id)
     ids = _check_prompt(input_ids)
     _check_max_new_tokens(max_new_tokens)
     target.crop(0)  # sessions and drafters may be reused across calls: start from empty caches
@@ -383,21 +395,26 @@ def run_steps(
         stats.gammas.append(len(s.draft_tokens))
         if on_step is not None:
             on_step(s)
-        if eos_token_id is not None and eos_token_id in ids[-(s.n_accepted + 1) :].tolist():
+        if eos and not eos.isdisjoint(ids[-(s.n_accepted + 1) :].tolist()):
             break
     stats.wall_time = time.perf_counter() - start
     stats.target_calls = target.calls - calls_before[0]
     stats.draft_calls = drafter.calls - calls_before[1]
     stats.target_time = target.seconds - seconds_before[0]
     stats.draft_time = getattr(drafter, "seconds", float("nan")) - seconds_before[1]
-    return _finish(ids[prompt_len:], stats, eos_token_id)
+    return _finish(ids[prompt_len:], stats, eos)
 
 
 def _finish(
-    new: torch.Tensor, stats: GenerationStats, eos_token_id: int | None = None
+    new: torch.Tensor,
+    stats: GenerationStats,
+    eos_token_id: int | Sequence[int] | None = None,
 ) -> Generation:
-    if eos_token_id is not None and eos_token_id in new.tolist():
-        new = new[: new.tolist().index(eos_token_id) + 1]  # nothing after the end of text
+    """Cut `new` after its first end-of-text token (any of `eos_token_id`) and count it."""
+    eos = _check_eos(eos_token_id)
+    ends = [i for i, x in enumerate(new.tolist()) if x in eos] if eos else []
+    if ends:
+        new = new[: ends[0] + 1]  # nothing after the end of text
     stats.new_tokens = new.shape[0]
     return Generation(tokens=new, stats=stats)
 
@@ -427,6 +444,25 @@ def _check_prompt(input_ids) -> torch.Tensor:
     return ids.long().cpu()
 
 
+def _check_eos(eos_token_id: int | Sequence[int] | None) -> frozenset[int]:
+    """The end-of-text ids as a set: None -> empty, one id -> {id}, a list or tuple -> its ids.
+
+    `generation_config.eos_token_id` is often a list (Llama-3, Qwen2.5-Instruct): comparing a
+    token with the list itself would silently never stop.
+    """
+    if eos_token_id is None:
+        return frozenset()
+    ids = (eos_token_id,) if isinstance(eos_token_id, int) else eos_token_id
+    if not isinstance(ids, (list, tuple, set, frozenset)) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
+    ):
+        raise ValueError(
+            "eos_token_id must be a non-negative int, a list or tuple of them, or "
+            f"None; got {eos_token_id!r}"
+        )
+    return frozenset(ids)
+
+
 def _check_gamma(gamma: int) -> None:
     if not isinstance(gamma, int) or gamma < 1:
         raise ValueError(f"gamma (draft length) must be a positive integer, got {gamma!r}")
@@ -438,9 +474,21 @@ def _check_max_new_tokens(max_new_tokens: int) -> None:
 
 
 def _check_vocab_size(who: str, model, vocab_size: int | None) -> None:
-    """`vocab_size` may narrow a model's logits to a shared prefix, never widen them."""
-    if vocab_size is None or hasattr(model, "propose") or hasattr(model, "crop"):
-        return  # a drafter or an open session: it carries its own vocab_size
+    """`vocab_size` may narrow a model's logits to a shared prefix, never widen them.
+
+    An open session or a drafter already carries its own vocab_size: a different one is refused
+    rather than silently ignored.
+    """
+    if vocab_size is None:
+        return
+    if hasattr(model, "propose") or hasattr(model, "crop"):  # a drafter or an open session
+        own = getattr(model, "vocab_size", None)
+        if own is not None and own != vocab_size:
+            raise ValueError(
+                f"vocab_size={vocab_size}, but the {who} ({type(model).__name__}) is already open "
+                f"with vocab_size={own}: open it with vocab_size={vocab_size}, or drop the argument"
+            )
+        return
     if vocab_size > (width := vocab_size_of(model)):
         raise ValueError(f"vocab_size={vocab_size} exceeds the {who}'s {width} output logits")
 

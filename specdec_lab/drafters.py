@@ -45,7 +45,7 @@ class PromptLookupDrafter:
         t0 = time.perf_counter()
         self.calls += 1
         tokens = self.lookup(ids, gamma)  # (γ',)
-        q_probs = torch.nn.functional.one_hot(tokens, self.vocab_size).float()  # (γ', V)
+        q_probs = one_hot(tokens, self.vocab_size)  # (γ', V)
         self.seconds += time.perf_counter() - t0
         return tokens, q_probs
 
@@ -102,11 +102,21 @@ class LookupThenModel:
         self.lookup.seconds += time.perf_counter() - t0
         if copy.numel():
             self.copied += 1
-            return copy, torch.nn.functional.one_hot(copy, self.vocab_size).float()
+            return copy, one_hot(copy, self.vocab_size)
         return self.model.propose(ids, gamma, cfg, generator)
 
     def crop(self, length: int) -> None:
         self.model.crop(length)
 
 
-__all__ = ["LookupThenModel", "PromptLookupDrafter"]
+def one_hot(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """The point-mass distributions of deterministic drafts: tokens (γ,) -> float32 (γ, V).
+
+    Written into zeros rather than with `F.one_hot(...).float()`, which builds an int64 (γ, V)
+    first: 0.09 ms instead of 0.5 ms for 4 rows of 151,936 on this CPU.
+    """
+    q = torch.zeros(tokens.shape[0], vocab_size, device=tokens.device)  # (γ, V)
+    return q.scatter_(1, tokens[:, None], 1.0)
+
+
+__all__ = ["LookupThenModel", "PromptLookupDrafter", "one_hot"]

@@ -36,6 +36,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from specdec_lab.lm import Session, open_session
+from specdec_lab.models import output_logits
 from specdec_lab.sampling import SamplingConfig, draft_token
 
 WEIGHTS, CONFIG = "head.safetensors", "head.json"
@@ -110,7 +111,8 @@ class HeadDrafter:
             x = ids[-1]
             for _ in range(gamma):
                 f = self.head(f, self.embed(x.to(device)).to(dtype))  # (d,)
-                out = self.lm_head(f.to(self.lm_head.weight.dtype))  # (V',) in the target's dtype
+                # (V',) in the target's dtype, as its forward computes them (scales, soft caps)
+                out = output_logits(self.target.model, f.to(self.lm_head.weight.dtype))
                 logits = out[: self.vocab_size].float().cpu()  # (V,)
                 self.calls += 1
                 x, q = draft_token(logits, cfg, generator)  # q None when greedy (one-hot)
@@ -162,7 +164,7 @@ def head_loss(
     (f̂_{t+k}, e(x_{t+1+k})), with f̂_t = h_t: KL from the target's next-token distribution,
     plus a smooth-L1 pull towards the target's feature (EAGLE uses both).
     """
-    embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
+    embed = target.get_input_embeddings()
     span = feats.shape[1] - unroll  # positions t with t + unroll < S
     f, loss = feats[:, :span], 0.0
     for k in range(unroll):
@@ -170,8 +172,8 @@ def head_loss(
         h_true = feats[:, 1 + k : 1 + k + span]  # (B, span, d)
         f = head(f, e)
         with torch.no_grad():
-            p = lm_head(h_true).float().log_softmax(-1)  # (B, span, V) target log-probs
-        log_q = lm_head(f).float().log_softmax(-1)
+            p = output_logits(target, h_true).float().log_softmax(-1)  # (B, span, V) target
+        log_q = output_logits(target, f).float().log_softmax(-1)
         kl = nn.functional.kl_div(log_q, p, log_target=True, reduction="none").sum(-1).mean()
         loss = loss + kl + nn.functional.smooth_l1_loss(f, h_true)
     return loss / unroll

@@ -252,24 +252,100 @@ def max_positions(model) -> int | None:
 
     GPT-2's learned position table has `n_positions` rows: one more position is an IndexError
     (on CUDA, a device-side assert that kills the process). Rotary models (Llama, Qwen2,
-    GPT-NeoX) compute past `max_position_embeddings` but were never trained there.
+    GPT-NeoX) compute past `max_position_embeddings` but were never trained there. `model` may
+    also be a session or a drafter wrapping a model (see `underlying_model`).
     """
-    config = getattr(model, "config", None)
+    config = getattr(underlying_model(model), "config", None)
     limit = getattr(config, "max_position_embeddings", None)  # GPT-2 maps it to n_positions
     return int(limit) if limit else None
 
 
+def underlying_model(obj):
+    """The model inside a session (`.model`), a model drafter (`.session.model`) or a wrapper of
+    a drafter (`.drafter`, e.g. `HeuristicGamma`); a model, or anything else, as it is."""
+    while not isinstance(obj, torch.nn.Module):
+        inner = next(
+            (getattr(obj, a) for a in ("drafter", "session", "model") if hasattr(obj, a)), None
+        )
+        if inner is None:
+            return obj
+        obj = inner
+    return obj
+
+
 def check_positions(models: Sequence, prompt_len: int, max_new_tokens: int) -> None:
-    """Raise ValueError, before any forward, if prompt + new tokens exceed a model's positions."""
+    """Raise ValueError, before any forward, if a model cannot take the positions a generation
+    feeds it: the prompt and all new tokens but the last (which is sampled, never fed back), so
+    prompt_len + max_new_tokens − 1 of them. `models` may hold sessions and drafters too."""
     for model in models:
         limit = max_positions(model)
-        if limit is not None and prompt_len + max_new_tokens > limit:
+        if limit is not None and prompt_len + max_new_tokens - 1 > limit:
+            name = type(underlying_model(model)).__name__
             raise ValueError(
                 f"a prompt of {prompt_len} tokens + max_new_tokens={max_new_tokens} needs "
-                f"{prompt_len + max_new_tokens} positions, but {type(model).__name__} takes at "
-                f"most {limit} (config.max_position_embeddings): shorten the prompt or generate "
-                f"at most {max(limit - prompt_len, 0)} tokens"
+                f"{prompt_len + max_new_tokens - 1} positions (the last new token is never fed "
+                f"back), but {name} takes at most {limit} (config.max_position_embeddings): "
+                f"shorten the prompt or generate at most {max(limit - prompt_len + 1, 0)} tokens"
             )
+
+
+# --------------------------------------------------------------------------------------------
+# Logits from hidden states
+# --------------------------------------------------------------------------------------------
+
+LOGIT_SCALES: dict[str, tuple[str, bool]] = {
+    # model_type: (config field, divide?), as each family's ForCausalLM.forward applies it after
+    # the LM head (read in transformers 5.x, models/<family>/modeling_<family>.py).
+    "cohere": ("logit_scale", False),  # logits * self.logit_scale
+    "cohere2": ("logit_scale", False),
+    "cohere2_moe": ("logit_scale", False),
+    "granite": ("logits_scaling", True),  # logits / self.config.logits_scaling
+    "granitemoe": ("logits_scaling", True),
+    "granitemoeshared": ("logits_scaling", True),
+    "granitemoehybrid": ("logits_scaling", True),
+    "granite_swa": ("logits_scaling", True),
+    "hyperclovax": ("logits_scaling", False),  # multiplies by the field Granite divides by
+    "falcon_h1": ("lm_head_multiplier", False),
+}
+"""Families whose forward scales the logits after the LM head; see `output_logits`."""
+
+
+def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    """The logits `model`'s forward computes from its final (normalised) hidden states.
+
+    hidden: (..., d) -> (..., V'), V' the width of the output embedding. The LM head alone,
+    `model.get_output_embeddings()(hidden)`, is Llama's rule, but some families change the
+    logits after it inside `forward`, and a path that applies the head by hand (a draft head, a
+    hidden-state session) must do the same or it scores a different distribution:
+
+    - a scale (`LOGIT_SCALES`): Cohere multiplies by `config.logit_scale`, Granite divides by
+      `config.logits_scaling`;
+    - then soft-capping, `tanh(x / cap) · cap` with `config.final_logit_softcapping`
+      (Gemma-2, Gemma-3), in the logits' own dtype as their forward does.
+
+    A family outside `LOGIT_SCALES` whose config sets one of those scale fields raises
+    ValueError: what its forward does with it is unknown here (MPT, e.g., ignores its
+    `logit_scale`), and a silently different distribution is worse than an error.
+    """
+    config = model.config
+    logits = model.get_output_embeddings()(hidden)
+    kind = getattr(config, "model_type", None)
+    if kind in LOGIT_SCALES:
+        field, divide = LOGIT_SCALES[kind]
+        scale = getattr(config, field)
+        logits = logits / scale if divide else logits * scale
+    else:
+        fields = {f for f, _ in LOGIT_SCALES.values()}
+        unknown = sorted(f for f in fields if getattr(config, f, None) not in (None, 1, 1.0))
+        if unknown and kind != "mpt":  # MPT's forward ignores its logit_scale
+            raise ValueError(
+                f"{type(model).__name__} ({kind}) sets config.{unknown[0]}, and specdec_lab does "
+                "not know how its forward applies it; add the family to models.LOGIT_SCALES"
+            )
+    cap = getattr(config.get_text_config(), "final_logit_softcapping", None)
+    if cap is not None:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
 
 
 # --------------------------------------------------------------------------------------------
@@ -478,10 +554,20 @@ def _load_model(source: str, device: torch.device, dtype: torch.dtype):
 
 
 def _check_shared_tokenizer(tokenizer, draft_src: str, vocab_size: int) -> None:
-    """When the draft ships its own tokenizer, its first `vocab_size` tokens must be the same."""
-    if not (Path(draft_src) / "tokenizer_config.json").exists():
+    """When the draft ships its own tokenizer, its first `vocab_size` tokens must be the same.
+
+    A hub draft is checked like a local one: its tokenizer is loaded through `_load` (offline,
+    that raises HubUnavailableError, as loading the draft itself would). Skipped only for a
+    draft that ships no tokenizer: a directory without tokenizer_config.json (transformers 5
+    would build an empty stand-in tokenizer there), or a hub repository without one (OSError).
+    """
+    if Path(draft_src).is_dir() and not (Path(draft_src) / "tokenizer_config.json").exists():
         return
-    mine, theirs = tokenizer.get_vocab(), _load("tokenizer", draft_src).get_vocab()
+    try:
+        theirs = _load("tokenizer", draft_src).get_vocab()
+    except OSError:  # no tokenizer files in the repository (HubUnavailableError propagates)
+        return
+    mine = tokenizer.get_vocab()
     id_to_mine = {i: t for t, i in mine.items() if i < vocab_size}
     id_to_theirs = {i: t for t, i in theirs.items() if i < vocab_size}
     differ = sorted(i for i in id_to_mine if id_to_mine[i] != id_to_theirs.get(i))

@@ -5,7 +5,14 @@ The one rule of this module: the probabilities a caller hands to the verifier mu
 Reporting the raw distribution while sampling from the processed one inflates acceptance and
 breaks exactness (this was HF transformers issue #47932).
 
-All functions take an optional `torch.Generator` and never draw from the global RNG.
+All functions take an optional `torch.Generator` and never draw from the global RNG. They run on
+the device of their inputs (a generator must live on that device too).
+
+Large vocabularies (151,936 tokens for Qwen2.5) make the obvious implementations expensive on a
+CPU: `torch.multinomial` takes 3.4 ms per row and a full sort 13 ms per row. `sample` therefore
+uses inverse-CDF sampling (a cumulative sum and a binary search: exact, 0.16 ms), `greedy` takes
+`max(-1).indices` (3x faster than `argmax` on the CPU, the same first-maximum rule), and top-p
+looks only at the largest probabilities when they already hold the mass it keeps.
 """
 
 from __future__ import annotations
@@ -15,10 +22,18 @@ from dataclasses import dataclass
 
 import torch
 
+GREEDY_BELOW = 1e-5
+"""Temperatures below this are greedy: vLLM's rule. `logits / 1e-38` overflows to inf and the
+softmax of inf - inf is NaN, so a tiny temperature must never reach the division."""
+
+TOP_P_FIRST_K = 256
+"""Top-p first looks at this many of the largest probabilities (4x more while their mass falls
+short of top_p) before it sorts the whole vocabulary."""
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """How logits become a distribution. `temperature=0` means greedy (a one-hot argmax)."""
+    """How logits become a distribution. `temperature=0` (or below 1e-5) means greedy."""
 
     temperature: float = 1.0
     top_k: int | None = None
@@ -35,18 +50,18 @@ class SamplingConfig:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        """True for temperature 0 and for temperatures below `GREEDY_BELOW` (vLLM's rule)."""
+        return self.temperature < GREEDY_BELOW
 
 
 def _check_logits(logits: torch.Tensor) -> None:
+    """Type and shape only: no pass over the data (values are checked on the output)."""
     if not isinstance(logits, torch.Tensor):
         raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
     if logits.dim() < 1 or logits.shape[-1] == 0:
         raise ValueError(
             f"logits must have a non-empty last (vocabulary) axis, got {tuple(logits.shape)}"
         )
-    if torch.isnan(logits).any():
-        raise ValueError("logits contain NaN; the model produced invalid scores")
 
 
 def logits_to_probs(
@@ -54,6 +69,8 @@ def logits_to_probs(
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,
+    *,
+    check: bool = True,
 ) -> torch.Tensor:
     """Processed next-token distribution(s).
 
@@ -61,46 +78,138 @@ def logits_to_probs(
     to 1. Order of processing: temperature, then top-k, then top-p (as in HF `generate`).
     `temperature=0` returns the one-hot argmax, which makes greedy decoding a special case of
     sampling (and makes the acceptance rule reduce to "accept iff the draft token is the argmax").
+
+    `check` raises ValueError on NaN logits (and, when sampling, on +inf logits, whose softmax is
+    NaN). It costs one small reduction and, on an accelerator, one host sync: a caller that
+    validates the probabilities later (the fused checks of `specdec_lab.verify`) may skip it.
     """
     cfg = SamplingConfig(temperature, top_k, top_p)
     _check_logits(logits)
     logits = logits.float()
     if cfg.greedy:
-        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-    logits = logits / cfg.temperature
+        best, index = logits.max(-1)  # (...,) a NaN anywhere in a row makes its maximum NaN
+        if check and torch.isnan(best).any():
+            raise ValueError("logits contain NaN; the model produced invalid scores")
+        return torch.zeros_like(logits).scatter_(-1, index[..., None], 1.0)  # one-hot (..., V)
+    if cfg.temperature != 1:
+        logits = logits / cfg.temperature
     if cfg.top_k is not None and cfg.top_k < logits.shape[-1]:
         kth = torch.topk(logits, cfg.top_k, dim=-1).values[..., -1:]  # (..., 1)
         logits = logits.masked_fill(logits < kth, -math.inf)
     if cfg.top_p is not None and cfg.top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        sorted_probs = sorted_logits.softmax(-1)
-        # Drop a token when the mass strictly before it already reaches top_p; the first token
-        # always survives, so the kept set is the smallest prefix with mass >= top_p.
-        mass_before = sorted_probs.cumsum(-1) - sorted_probs
-        drop_sorted = mass_before >= cfg.top_p
-        drop = drop_sorted.scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, -math.inf)
-    return logits.softmax(-1)
+        logits = logits.masked_fill(top_p_drop(logits.softmax(-1), cfg.top_p), -math.inf)
+    probs = logits.softmax(-1)  # (..., V)
+    # Probabilities are finite and at most 1, so their sum is finite unless one of them is NaN.
+    if check and not torch.isfinite(probs.sum()):
+        raise ValueError("logits contain NaN or +inf; the model produced invalid scores")
+    return probs
 
 
-def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Draw one token per row. probs: (V,) or (N, V). Returns a LongTensor of shape () or (N,)."""
-    if probs.dim() == 1:
-        return torch.multinomial(probs, 1, generator=generator)[0]
-    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+def top_p_drop(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The tokens nucleus (top-p) sampling drops: probs (..., V) -> bool (..., V).
+
+    Sort the probabilities in descending order and keep the smallest prefix whose mass reaches
+    top_p: a token is dropped when the mass strictly before it already reaches top_p, so the most
+    likely token always survives. (Ties at the boundary are broken by the sort's order.)
+
+    Only the head of the sorted order matters, so on the CPU this first takes the
+    `TOP_P_FIRST_K` largest probabilities with `torch.topk` (1.6 ms for 5 rows of 151,936, where a
+    full sort takes 65 ms) and takes 4x more while their mass falls short of top_p. The result is
+    the full sort's: the mass before every later token is at least the mass of the first k. On an
+    accelerator a sort is cheap and "is k enough?" would be a host sync, so it sorts at once.
+    """
+    vocab = probs.shape[-1]
+    k = min(TOP_P_FIRST_K, vocab) if probs.device.type == "cpu" else vocab
+    while True:
+        if k == vocab:
+            top, order = torch.sort(probs, dim=-1, descending=True)  # (..., V)
+        else:
+            top, order = torch.topk(probs, k, dim=-1)  # (..., k) the k largest, descending
+        mass = top.cumsum(-1)  # (..., k)
+        # `not (mass < top_p)` also stops on NaN: the caller's check reports it.
+        if k == vocab or not (mass[..., -1] < top_p).any():
+            break
+        k = min(4 * k, vocab)
+    # Mass strictly before each sorted token: an exclusive cumulative sum (non-decreasing, which
+    # is what makes the partial sort exact).
+    mass_before = torch.nn.functional.pad(mass[..., :-1], (1, 0))  # (..., k)
+    drop_sorted = mass_before >= top_p  # (..., k)
+    drop = torch.ones_like(probs, dtype=torch.bool)  # tokens beyond the first k: dropped
+    return drop.scatter(-1, order, drop_sorted)  # (..., V)
+
+
+def sample(
+    probs: torch.Tensor, generator: torch.Generator | None = None, *, check: bool = True
+) -> torch.Tensor:
+    """Draw one token per row. probs: (V,) or (N, V). Returns a LongTensor of shape () or (N,).
+
+    Inverse-CDF sampling: with u ~ U[0, 1) per row, the token is the first x whose cumulative
+    probability exceeds u · total. Token x owns the interval [cdf(x − 1), cdf(x)) of length p(x),
+    so it is drawn with probability exactly p(x) / total, and a token of probability 0 (an empty
+    interval) never. The rows need not be normalised. `check` raises ValueError on NaN, inf,
+    negative or all-zero rows (one host sync on an accelerator).
+    """
+    if not isinstance(probs, torch.Tensor):
+        raise TypeError(f"probs must be a torch.Tensor, got {type(probs).__name__}")
+    if probs.dim() not in (1, 2) or probs.shape[-1] == 0:
+        raise ValueError(f"probs must have shape (V,) or (N, V), got {tuple(probs.shape)}")
+    rows = probs[None] if probs.dim() == 1 else probs  # (N, V)
+    cdf = rows.cumsum(-1, dtype=cdf_dtype(probs.device))  # (N, V)
+    if check:
+        _check_weights(rows, cdf[:, -1])
+    tokens = inverse_cdf(cdf, uniforms(rows.shape[0], generator, probs.device))  # (N,)
+    return tokens[0] if probs.dim() == 1 else tokens
+
+
+def cdf_dtype(device: torch.device) -> torch.dtype:
+    """float64, which keeps the rounding of a cumulative sum ~1e-16 per token (MPS has none)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def uniforms(
+    rows: int, generator: torch.Generator | None, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """The (rows, 1) uniforms in [0, 1) that `sample` draws, one per row, in `cdf_dtype`."""
+    device = torch.device(device)
+    return torch.rand(rows, 1, generator=generator, device=device, dtype=cdf_dtype(device))
+
+
+def inverse_cdf(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The first x with cdf(x) > u · cdf(V − 1), per row: cdf (N, V) cumulative weights, u (N, 1)
+    uniforms in [0, 1). Returns (N,) tokens, never one of weight 0."""
+    total = cdf[:, -1:].contiguous()  # (N, 1)
+    tokens = torch.searchsorted(cdf, u * total, right=True)  # (N, 1)
+    # Rounding can make u · total == total, which no cdf value exceeds: take the last token of
+    # positive weight instead, the first x whose cdf reaches the total.
+    last = torch.searchsorted(cdf, total)  # (N, 1)
+    return torch.minimum(tokens, last).clamp_max(cdf.shape[-1] - 1)[:, 0]
+
+
+def _check_weights(rows: torch.Tensor, totals: torch.Tensor) -> None:
+    """One fused check (one host sync): every row finite, non-negative, with positive mass."""
+    if (~torch.isfinite(totals) | (totals <= 0)).any() | (rows.amin() < 0):
+        raise ValueError("probs must be finite and non-negative, with positive mass in every row")
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
-    """The argmax token(s). logits: (..., V) -> (...)."""
-    return logits.argmax(-1)
+    """The argmax token(s), the first one on ties. logits: (..., V) -> (...).
+
+    `max(-1).indices` follows argmax's first-maximum rule and is 3x faster on the CPU.
+    """
+    return logits.max(-1).indices
 
 
 def draft_token(
-    logits: torch.Tensor, cfg: SamplingConfig, generator: torch.Generator | None = None
+    logits: torch.Tensor,
+    cfg: SamplingConfig,
+    generator: torch.Generator | None = None,
+    *,
+    check: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One drafted token from (V,) logits: `(x, q)`, with q the processed (V,) distribution it
-    was drawn from, or None when greedy (q is then one-hot at x: no processing on the hot path)."""
+    was drawn from, or None when greedy (q is then one-hot at x: no processing on the hot path).
+    `check=False` skips the NaN check of `logits_to_probs` (for callers that verify q later)."""
     if cfg.greedy:
-        return logits.argmax(), None
-    q = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (V,)
-    return sample(q, generator), q
+        return greedy(logits), None
+    q = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p, check=check)  # (V,)
+    return sample(q, generator, check=False), q

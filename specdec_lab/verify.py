@@ -9,30 +9,35 @@ token is drawn from the target's next distribution p[γ]. The output is then dis
 as p; `one_step_law` computes that law in closed form so the tests can check it without sampling.
 
 Nothing here touches a model: these functions can be tested without any weights.
+
+`rejection_sample` is the readable reference the notebooks teach. `rejection_sample_fast` and
+`greedy_verify` are what a decoding loop on an accelerator wants: they run where the
+probabilities are, draw every uniform up front and read the result with a single host sync per
+step (a sync stalls the host until the device has finished all queued work). Their input checks
+are fused into that same sync.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from specdec_lab.sampling import sample
+from specdec_lab.sampling import cdf_dtype, inverse_cdf, sample, uniforms
 
 
-def _check_probs(name: str, probs: torch.Tensor, rows: int | None = None) -> None:
+def _check_shape(name: str, probs: torch.Tensor, rows: int | None = None) -> None:
     if not isinstance(probs, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(probs).__name__}")
     if probs.dim() != 2:
         raise ValueError(f"{name} must have shape (rows, V), got {tuple(probs.shape)}")
     if rows is not None and probs.shape[0] != rows:
         raise ValueError(f"{name} must have {rows} rows, got shape {tuple(probs.shape)}")
-    if not torch.isfinite(probs).all():
-        raise ValueError(f"{name} contains NaN or inf")
-    if (probs < 0).any():
-        raise ValueError(f"{name} contains negative probabilities")
 
 
-def _check_inputs(draft_tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: torch.Tensor) -> int:
-    """Validate shapes: draft_tokens (γ,), q_probs (γ, V), p_probs (γ+1, V). Returns γ."""
+def _check_shapes(draft_tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: torch.Tensor) -> int:
+    """Validate shapes (no pass over the data): draft_tokens (γ,), q_probs (γ, V),
+    p_probs (γ+1, V). Returns γ."""
     if not isinstance(draft_tokens, torch.Tensor):
         raise TypeError(f"draft_tokens must be a torch.Tensor, got {type(draft_tokens).__name__}")
     if draft_tokens.dim() != 1:
@@ -43,17 +48,51 @@ def _check_inputs(draft_tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: to
     if draft_tokens.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"draft_tokens must be an integer tensor, got {draft_tokens.dtype}")
     gamma = draft_tokens.shape[0]
-    _check_probs("q_probs", q_probs, rows=gamma)
-    _check_probs("p_probs", p_probs, rows=gamma + 1)
+    _check_shape("q_probs", q_probs, rows=gamma)
+    _check_shape("p_probs", p_probs, rows=gamma + 1)
     if q_probs.shape[1] != p_probs.shape[1]:
         raise ValueError(
             f"vocabulary sizes differ: q_probs has V={q_probs.shape[1]}, p_probs has "
             f"V={p_probs.shape[1]}; draft and target must share a vocabulary"
         )
-    vocab = p_probs.shape[1]
-    if gamma and (draft_tokens.min() < 0 or draft_tokens.max() >= vocab):
-        raise ValueError(f"draft_tokens must lie in [0, {vocab}), got {draft_tokens.tolist()}")
     return gamma
+
+
+def _bad_values(
+    draft_tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: torch.Tensor
+) -> torch.Tensor:
+    """Every value check of one verification as four flags, (4,) bool on the device, with no
+    host sync: q_probs bad (NaN, inf or negative), p_probs bad, a draft token outside [0, V),
+    a draft token of zero draft probability.
+
+    One pass per tensor (`aminmax`: NaN makes both ends NaN, which fails both comparisons), and
+    the caller reads all four flags with ONE host sync.
+    """
+    device, vocab = p_probs.device, p_probs.shape[1]
+
+    def bad(probs: torch.Tensor) -> torch.Tensor:
+        if probs.numel() == 0:
+            return torch.zeros((), dtype=torch.bool, device=device)
+        lo, hi = torch.aminmax(probs)
+        return ~((lo >= 0) & (hi < math.inf))
+
+    x = draft_tokens.to(device)  # (γ,)
+    outside = (x < 0) | (x >= vocab)  # (γ,)
+    q_x = q_probs[torch.arange(x.shape[0], device=device), x.clamp(0, vocab - 1)]  # (γ,)
+    return torch.stack([bad(q_probs), bad(p_probs), outside.any(), (q_x <= 0).any()])
+
+
+def _raise_for(flags: list, draft_tokens: torch.Tensor, vocab: int) -> None:
+    """Turn the flags of `_bad_values`, read on the host, into the error they stand for."""
+    q_bad, p_bad, outside, q_zero = map(bool, flags)
+    if q_bad:
+        raise ValueError("q_probs contains NaN, inf or negative probabilities")
+    if p_bad:
+        raise ValueError("p_probs contains NaN, inf or negative probabilities")
+    if outside:
+        raise ValueError(f"draft_tokens must lie in [0, {vocab}), got {draft_tokens.tolist()}")
+    if q_zero:
+        raise ValueError("a draft token has q(x) = 0: q_probs is not the distribution it came from")
 
 
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -81,12 +120,12 @@ def first_rejection(
 
     draft_tokens (γ,), q_probs (γ, V), p_probs (≥ γ, V). Draft i is accepted iff u_i < p(x)/q(x).
     """
-    gamma = draft_tokens.shape[0]
-    idx = torch.arange(gamma)
+    gamma, device = draft_tokens.shape[0], p_probs.device
+    idx = torch.arange(gamma, device=device)
     p_x = p_probs[idx, draft_tokens]  # (γ,)
     q_x = q_probs[idx, draft_tokens]  # (γ,)
     # One uniform per draft position, drawn up front: the coins of the γ positions are independent.
-    u = torch.rand(gamma, generator=generator)  # (γ,)
+    u = torch.rand(gamma, generator=generator, device=device)  # (γ,)
     accept = u * q_x < p_x  # u < p/q without dividing: no 0/0, no inf, never if p(x) = 0
     return gamma if bool(accept.all()) else int((~accept).nonzero()[0])
 
@@ -105,32 +144,94 @@ def rejection_sample(
 
     Returns (n_accepted, next_token): the first n_accepted drafts are kept, then next_token is
     appended. It is the residual sample at the first rejection, or the bonus sample from p[γ].
+    This is the readable reference; `rejection_sample_fast` makes the same draws in one pass.
     """
-    gamma = _check_inputs(draft_tokens, q_probs, p_probs)
-    if gamma and (q_probs[torch.arange(gamma), draft_tokens] <= 0).any():
-        raise ValueError("a draft token has q(x) = 0: q_probs is not the distribution it came from")
+    gamma = _check_shapes(draft_tokens, q_probs, p_probs)
+    _raise_for(_bad_values(draft_tokens, q_probs, p_probs).tolist(), draft_tokens, p_probs.shape[1])
     n = first_rejection(draft_tokens, q_probs, p_probs, generator)
     if n == gamma:
         return n, sample(p_probs[gamma], generator)
     return n, sample(residual_distribution(p_probs[n], q_probs[n]), generator)
 
 
-def greedy_verify(draft_tokens: torch.Tensor, p_logits: torch.Tensor) -> tuple[int, torch.Tensor]:
+def rejection_sample_fast(
+    draft_tokens: torch.Tensor,
+    q_probs: torch.Tensor,
+    p_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+    *,
+    check: bool = True,
+) -> tuple[int, torch.Tensor]:
+    """`rejection_sample` on the tensors' own device, with ONE host sync.
+
+    Same arguments and the same draws (the same uniforms, in the same order, give the same
+    result), but no data-dependent Python branch before the end: the first rejection n is found
+    with an argmax, and the next token is drawn from one row computed for whichever n it is: the
+    residual norm(max(0, p[n] − q[n])) when n < γ, else the bonus p[γ] (the residual with q = 0).
+    The input checks of `check` ride along with n in the single `.tolist()`. Returns
+    (n, next_token), next_token a 0-d tensor on the device.
+    """
+    gamma = _check_shapes(draft_tokens, q_probs, p_probs)
+    device, vocab = p_probs.device, p_probs.shape[1]
+    x = draft_tokens.to(device).clamp(0, vocab - 1)  # (γ,) clamped: the fused check reports it
+    # All randomness up front, in rejection_sample's order: γ accept coins, then the uniform that
+    # draws the next token.
+    coins = torch.rand(gamma, generator=generator, device=device)  # (γ,)
+    u = uniforms(1, generator, device)  # (1, 1)
+    idx = torch.arange(gamma, device=device)
+    accept = coins * q_probs[idx, x] < p_probs[idx, x]  # (γ,) u < p(x)/q(x), as first_rejection
+    stop = torch.cat([~accept, accept.new_ones(1)])  # (γ+1,) a rejection, or the end
+    n = stop.to(torch.uint8).argmax()  # 0-d: the first rejection, γ if none (first maximum)
+    # index_select, not p_probs[n]: indexing with a 0-d tensor reads it on the host (a sync).
+    row = n[None]  # (1,)
+    p_n = p_probs.index_select(0, row)[0]  # (V,)
+    if gamma:
+        q_n = q_probs.index_select(0, row.clamp_max(gamma - 1))[0]  # (V,)
+        drafted = (n < gamma).to(p_n.dtype)  # 0-d: 0 at the bonus row, which has no q
+        residual = p_n.addcmul(q_n, drafted, value=-1).clamp_min_(0)  # (V,) max(0, p − q)
+    else:
+        residual = p_n.clamp_min(0)
+    mass = residual.sum()
+    # residual_distribution's guard: no residual mass (p == q) means sampling from p itself. The
+    # residual is then all zeros, so adding p·1 gives p; otherwise adding p·0 changes nothing.
+    weights = residual.addcmul_(p_n, (mass <= 0).to(p_n.dtype))  # (V,)
+    # Normalise as rejection_sample does (so both draw the same token from the same uniform):
+    # by the residual's mass, by p's after the guard, and not at all for the bonus row p[γ].
+    weights = weights / torch.where(n == gamma, 1.0, torch.where(mass > 0, mass, p_n.sum()))
+    token = inverse_cdf(weights[None].cumsum(-1, dtype=cdf_dtype(device)), u)[0]  # 0-d
+    if not check:
+        return int(n), token  # the one host sync
+    n_and_flags = torch.cat([n[None], _bad_values(draft_tokens, q_probs, p_probs)]).tolist()
+    _raise_for(n_and_flags[1:], draft_tokens, vocab)
+    return n_and_flags[0], token
+
+
+def greedy_verify(
+    draft_tokens: torch.Tensor, p_logits: torch.Tensor, *, check: bool = True
+) -> tuple[int, torch.Tensor]:
     """Greedy verification: accept drafts while they equal the target's argmax.
 
     draft_tokens: (γ,); p_logits: (γ+1, V) target scores (logits or probabilities).
     Returns (n_accepted, next_token) where next_token is the target's argmax after the last
-    accepted draft. This is `rejection_sample` with one-hot p (temperature 0), without the coins.
+    accepted draft, a 0-d tensor on p_logits' device. This is `rejection_sample` with one-hot p
+    (temperature 0), without the coins. One host sync, which also reads the NaN check.
     """
     if not isinstance(draft_tokens, torch.Tensor) or draft_tokens.dim() != 1:
         raise ValueError("draft_tokens must be a 1-D tensor (γ,)")
     gamma = draft_tokens.shape[0]
     if p_logits.dim() != 2 or p_logits.shape[0] != gamma + 1:
         raise ValueError(f"p_logits must have shape ({gamma + 1}, V), got {tuple(p_logits.shape)}")
-    target_choice = p_logits.argmax(-1)  # (γ+1,)
-    matches = draft_tokens == target_choice[:gamma]  # (γ,)
-    n = gamma if bool(matches.all()) else int((~matches).nonzero()[0])
-    return n, target_choice[n]
+    best, target_choice = p_logits.max(-1)  # (γ+1,) each: argmax's first-maximum rule
+    matches = draft_tokens.to(p_logits.device) == target_choice[:gamma]  # (γ,)
+    stop = torch.cat([~matches, matches.new_ones(1)])  # (γ+1,) a mismatch, or the end
+    n = stop.to(torch.uint8).argmax()  # 0-d: the first mismatch, γ if none
+    next_token = target_choice.index_select(0, n[None])[0]  # 0-d, no sync (see above)
+    if not check:
+        return int(n), next_token
+    n_host, nan = torch.stack([n, torch.isnan(best).any().long()]).tolist()
+    if nan:
+        raise ValueError("p_logits contain NaN; the model produced invalid scores")
+    return n_host, next_token
 
 
 def multi_draft_sample(
@@ -155,12 +256,13 @@ def multi_draft_sample(
     if not isinstance(candidates, torch.Tensor) or candidates.dim() != 1:
         raise ValueError("candidates must be a 1-D tensor (k,)")
     k = candidates.shape[0]
-    _check_probs("q_probs", q_probs, rows=k)
-    _check_probs("p_probs", p_probs[None])
+    _check_shape("q_probs", q_probs, rows=k)
+    _check_shape("p_probs", p_probs[None])
     if q_probs.shape[1] != p_probs.shape[0]:
         raise ValueError(f"q_probs has V={q_probs.shape[1]}, p_probs has V={p_probs.shape[0]}")
-    if k and (q_probs[torch.arange(k), candidates] <= 0).any():
-        raise ValueError("a candidate has q(x) = 0: q_probs is not the distribution it came from")
+    _raise_for(
+        _bad_values(candidates, q_probs, p_probs[None]).tolist(), candidates, p_probs.shape[0]
+    )
     p = p_probs
     for i in range(k):
         x, q = candidates[i], q_probs[i]

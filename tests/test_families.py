@@ -119,7 +119,9 @@ def test_bench_command_on_every_family(family, dtype, tmp_path, capsys) -> None:
     record = json.loads(out.read_text())["results"]
     rows = {r["method"]: r for r in record["rows"]}
     assert record["dtype"] == dtype
-    assert {"autoregressive T=0.7 (ours)", "speculative γ=3 T=1.0 (ours)"} <= set(rows)
+    rt = "lean" if name in ("llama", "qwen2") else "hf"  # the lean forward covers these two
+    assert {f"autoregressive T=0.7 (ours, {rt})", f"speculative γ=3 T=1 (ours, {rt})"} <= set(rows)
+    assert (f"speculative γ=3 (ours, {'hf' if rt == 'lean' else 'lean'})" in rows) == (rt == "lean")
     if "HF assisted (default schedule)" not in rows:  # skipped rows must say why
         assert "skipped HF assisted" in printed
     for row in rows.values():
@@ -148,7 +150,7 @@ def test_position_limit_raises_before_any_forward(tmp_path) -> None:
         lambda: decoding.speculative_generate(pair.target, pair.draft, ids, 30, 3, temperature=0),
         lambda: bench.run_bench(pair, [ids], bench.BenchConfig(max_new_tokens=30)),
     ):
-        with pytest.raises(ValueError, match=r"300 tokens \+ max_new_tokens=30 needs 330.*320"):
+        with pytest.raises(ValueError, match=r"300 tokens \+ max_new_tokens=30 needs 329.*320"):
             generate()
     assert calls[0] == 0
     out = decoding.autoregressive_generate(pair.target, ids, 20, 0)  # 320 positions: allowed

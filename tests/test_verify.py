@@ -5,8 +5,8 @@ import itertools
 import pytest
 import torch
 
-from specdec_lab import verify
-from specdec_lab.sampling import logits_to_probs
+from specdec_lab import stats, verify
+from specdec_lab.sampling import logits_to_probs, sample
 
 
 def _family(seed: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,3 +128,113 @@ def test_greedy_verify_is_rejection_sampling_at_temperature_zero(gen) -> None:
     drafts = torch.tensor([int(logits[0].argmax()), int(logits[1].argmax()), 0, 0])
     q = torch.nn.functional.one_hot(drafts, 9).float()
     assert verify.rejection_sample(drafts, q, p, gen)[0] == verify.greedy_verify(drafts, logits)[0]
+
+
+# ------------------------------------------------------------ the one-sync verifiers
+def _instances(n: int, seed: int = 0):
+    """Random verification instances (draft_tokens, q_probs, p_probs) with the edge cases:
+    point-mass drafts (n-gram q), p == q rows, zeros in p, γ = 0, and V = 2 up to 50."""
+    g = torch.Generator().manual_seed(seed)
+    for i in range(n):
+        vocab, gamma = [2, 3, 7, 50][i % 4], i % 5
+        p = logits_to_probs(3 * torch.randn(gamma + 1, vocab, generator=g))  # (γ+1, V)
+        q = logits_to_probs(p[:gamma].log() + (i % 3) * torch.randn(gamma, vocab, generator=g))
+        if i % 6 == 1 and gamma:  # point-mass draft
+            q[0] = torch.nn.functional.one_hot(torch.tensor(i % vocab), vocab).float()
+        if i % 6 == 2 and gamma:  # p == q at the last draft: the residual guard
+            q[-1] = p[gamma - 1]
+        if i % 6 == 3:  # zeros in p (top-k'd target)
+            p[:, 0] = 0
+            p = p / p.sum(-1, keepdim=True)
+        drafts = torch.stack([sample(row, g) for row in q]) if gamma else torch.zeros(0).long()
+        yield drafts, q, p
+
+
+def test_fast_rejection_sample_makes_the_references_draws() -> None:
+    # Same uniforms in the same order: the same (n, next token), so the same output law.
+    for i, (drafts, q, p) in enumerate(_instances(3000)):
+        ref = verify.rejection_sample(drafts, q, p, torch.Generator().manual_seed(i))
+        fast = verify.rejection_sample_fast(drafts, q, p, torch.Generator().manual_seed(i))
+        assert ref[0] == fast[0] and int(ref[1]) == int(fast[1]), (i, ref, fast)
+        assert isinstance(fast[0], int) and fast[1].shape == ()
+
+
+def test_fast_rejection_sample_follows_the_exact_law() -> None:
+    # Monte Carlo against the exact law of (n, next token) for a fixed γ = 2 draft, with point
+    # mass at the first draft: n = 0 w.p. 1 − a0, ... (a_i = min(1, p_i(x_i)/q_i(x_i))).
+    p = torch.tensor([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6], [0.1, 0.6, 0.3]])
+    q = torch.tensor([[0.0, 1.0, 0.0], [0.4, 0.1, 0.5]])
+    drafts = torch.tensor([1, 2])
+    a = [min(1.0, float(p[i, x] / q[i, x])) for i, x in enumerate(drafts.tolist())]
+    law = torch.cat(
+        [
+            (1 - a[0]) * verify.residual_distribution(p[0], q[0]),
+            a[0] * (1 - a[1]) * verify.residual_distribution(p[1], q[1]),
+            a[0] * a[1] * p[2],
+        ]
+    )  # outcome 3 n + token
+    g = torch.Generator().manual_seed(0)
+    n_samples = stats.samples_needed(tol=0.02, delta=1e-6, n_outcomes=9)
+    outcomes = []
+    for _ in range(n_samples):
+        n, x = verify.rejection_sample_fast(drafts, q, p, g)
+        outcomes.append(3 * n + int(x))
+    check = stats.check_against_law(outcomes, law.numpy(), 1e-6)
+    assert check.passed, check
+
+
+class _SyncCounter:
+    """Counts the host syncs a call makes: every way a tensor's value reaches Python."""
+
+    NAMES = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__")
+
+    def __init__(self, monkeypatch) -> None:
+        self.count = 0
+        for name in self.NAMES:
+            original = getattr(torch.Tensor, name)
+
+            def counted(*args, _original=original, **kwargs):
+                self.count += 1
+                return _original(*args, **kwargs)
+
+            monkeypatch.setattr(torch.Tensor, name, counted)
+
+
+def test_fast_verifiers_sync_once(monkeypatch) -> None:
+    instances = list(_instances(12, seed=1))
+    logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0))
+    drafts = logits[:3].argmax(-1)
+    counter = _SyncCounter(monkeypatch)
+    for d, q, p in instances:
+        before = counter.count
+        verify.rejection_sample_fast(d, q, p, torch.Generator().manual_seed(0))
+        assert counter.count - before == 1
+    for d in (drafts, torch.tensor([0, 0, 0])):
+        before = counter.count
+        verify.greedy_verify(d, logits)
+        assert counter.count - before == 1
+    before = counter.count  # the counter has power: the readable reference syncs several times
+    verify.rejection_sample(*instances[2], torch.Generator().manual_seed(0))
+    assert counter.count - before > 2
+
+
+@pytest.mark.parametrize(
+    "tokens, q, p, message",
+    [
+        ([0], [[float("nan"), 0.5, 0.5]], [[1 / 3] * 3] * 2, "q_probs contains NaN"),
+        ([0], [[1 / 3] * 3], [[float("inf"), 0, 0], [1 / 3] * 3], "p_probs contains NaN"),
+        ([0], [[1.5, -0.5, 0.0]], [[1 / 3] * 3] * 2, "negative"),
+        ([5], [[1 / 3] * 3], [[1 / 3] * 3] * 2, "lie in"),
+        ([0], [[0.0, 0.5, 0.5]], [[1 / 3] * 3] * 2, "q\\(x\\) = 0"),
+    ],
+)
+def test_fused_checks_of_both_verifiers(tokens, q, p, message) -> None:
+    args = torch.tensor(tokens), torch.tensor(q), torch.tensor(p)
+    for verifier in (verify.rejection_sample, verify.rejection_sample_fast):
+        with pytest.raises(ValueError, match=message):
+            verifier(*args)
+
+
+def test_greedy_verify_refuses_nan_scores() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        verify.greedy_verify(torch.tensor([0]), torch.tensor([[0.0, float("nan")], [1.0, 0]]))

@@ -1,0 +1,128 @@
+"""The draft ladder on the default (lean) runtime: α, c and the speedup of every shipped draft.
+
+    python scripts/draft_ladder.py            # 4 code + 4 prose prompts x 64 tokens, 1 thread
+
+For each draft in data/models (draft-small, draft, draft-prose, draft-large) and, as the
+degenerate "draft too large", the target itself: c (one-token forward of the draft over the
+target's, min of 7, through the sessions the decoding loop uses), then speculative decoding at
+every γ in 1..8, greedy and at T = 1, against autoregressive decoding on the same prompts (median
+of 3 repeats). The best γ per draft and temperature, its speedup and the α measured in the loop
+go to data/results/draft-ladder-<device>.json with the machine it ran on; the held-out α of each
+draft (T = 1, from its training log) and its training budget come along from training.json, so
+the training time a comparison hides is on the record next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+from tqdm.auto import tqdm
+
+from specdec_lab import decoding, lm, models, profiling, runtime
+from specdec_lab.prompts import load_prompts
+
+DRAFTS = ("draft-small", "draft", "draft-prose", "draft-large")
+
+
+def tokens_per_s(run, prompts, repeats: int) -> tuple[float, float]:
+    """(median tokens/s over repeats of the whole prompt set, pooled α or NaN)."""
+    rates, stats = [], []
+    run(prompts[0], 0)  # warm-up
+    for _ in range(repeats):
+        tokens = seconds = 0.0
+        for i, ids in enumerate(prompts):
+            out = run(ids, i)
+            tokens += out.stats.new_tokens
+            seconds += out.stats.wall_time
+            stats.append(out.stats)
+        rates.append(tokens / seconds)
+    return statistics.median(rates), decoding.GenerationStats.merge(stats).acceptance_rate
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gammas", type=int, nargs="+", default=list(range(1, 9)))
+    parser.add_argument("--prompts", type=int, default=4, help="per domain")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--drafts", nargs="+", default=list(DRAFTS))
+    args = parser.parse_args(argv)
+    runtime.set_cpu_threads(1)
+    device = torch.device("cpu")
+    log = json.loads((models.MODELS_DIR / "training.json").read_text())["models"]
+    target = models.load_model(str(models.MODELS_DIR / "target"), device, torch.float32)
+    tokenizer = models._load("tokenizer", str(models.MODELS_DIR / "target"))
+    vocab = models.vocab_size_of(target)
+    n_new = args.max_new_tokens
+    prompts = [
+        models.encode_prompt(tokenizer, p["text"])
+        for domain in ("code", "prose")
+        for p in load_prompts(domain, args.prompts)
+    ]
+    t_target = profiling.session_latency(target, 1)
+
+    def ar(temperature):
+        def run(ids, i):
+            gen = torch.Generator().manual_seed(i)
+            return decoding.autoregressive_generate(target, ids, n_new, temperature, generator=gen)
+
+        return run
+
+    def spec(draft, gamma, temperature):
+        def run(ids, i):
+            gen = torch.Generator().manual_seed(i)
+            drafter = decoding.ModelDrafter(lm.open_session(draft, vocab))
+            return decoding.speculative_generate(
+                target, drafter, ids, n_new, gamma, temperature=temperature, generator=gen
+            )
+
+        return run
+
+    baseline = {t: tokens_per_s(ar(t), prompts, args.repeats)[0] for t in (0.0, 1.0)}
+    record: dict = {"t_target_ms": 1e3 * t_target, "autoregressive_tokens_per_s": baseline}
+    record["drafts"] = {}
+    names = [*args.drafts, "target (as its own draft)"]
+    for name in tqdm(names, desc="drafts"):
+        own = name.startswith("target")
+        path = models.MODELS_DIR / ("target" if own else name)
+        if not (path / "config.json").exists():
+            print(f"skipped {name}: {path} not found")
+            continue
+        draft = target if own else models.load_model(str(path), device, torch.float32)
+        entry = {
+            "params": sum(p.numel() for p in draft.parameters()),
+            "c": profiling.session_latency(draft, 1) / t_target,
+        }
+        info = log.get("target" if own else name, {})
+        entry["heldout_alpha_T1"] = info.get("alpha")
+        entry["train_minutes"] = round(info.get("wall_s", 0) / 60, 1) or None
+        entry["train_tokens"] = info.get("tokens_seen")
+        gammas = [g for g in args.gammas if not own or g <= 3]  # c ~ 1: a few γ show the loss
+        for t in (0.0, 1.0):
+            rows = {g: tokens_per_s(spec(draft, g, t), prompts, args.repeats) for g in gammas}
+            best = max(rows, key=lambda g: rows[g][0])
+            entry[f"T{t:g}"] = {
+                "best_gamma": best,
+                "speedup": rows[best][0] / baseline[t],
+                "alpha_in_loop": rows[best][1],
+                "speedup_by_gamma": {g: r[0] / baseline[t] for g, r in rows.items()},
+            }
+        record["drafts"][name] = entry
+        print(
+            f"{name}: c {entry['c']:.3f}; greedy {entry['T0']['speedup']:.2f}x at γ="
+            f"{entry['T0']['best_gamma']} (α {entry['T0']['alpha_in_loop']:.2f}); T=1 "
+            f"{entry['T1']['speedup']:.2f}x at γ={entry['T1']['best_gamma']} "
+            f"(α {entry['T1']['alpha_in_loop']:.2f})"
+        )
+    path = profiling.save_results(
+        profiling.RESULTS_DIR / f"draft-ladder-{device.type}.json", record, device
+    )
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

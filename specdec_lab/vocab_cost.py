@@ -1,0 +1,207 @@
+"""What the speculative loop itself costs per step as the vocabulary grows, with no model work.
+
+Every registry pair has a 49k–152k vocabulary. The loop's own work (softmax, sampling, the
+acceptance rule, input checks) is linear in V, and next to forwards of a few milliseconds it can
+eat the speedup. To see it alone, both "models" here are `TableLM`s: their logits are fixed random
+rows, indexed by position, so a forward is a free view of a precomputed (N, V) tensor and every
+millisecond measured is the loop's. The figure reported is the extra cost per step at
+V = 151,936 (Qwen2.5's padded vocabulary) over V = 4,096.
+
+    python -m specdec_lab.vocab_cost            # greedy, T = 1, T = 1 with top-p 0.9
+
+Not counted: the `.float().cpu()` copy of real logits and the session's own work (see
+`specdec_lab.lm`), and the matrix multiplies of the LM head, whose cost is the model's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from specdec_lab.decoding import speculative_generate
+from specdec_lab.runtime import device_info, set_cpu_threads, synchronize
+from specdec_lab.verify import rejection_sample, rejection_sample_fast
+
+SMALL_VOCAB, LARGE_VOCAB = 4_096, 151_936
+SETTINGS: dict[str, tuple[float, float | None, Callable]] = {  # (temperature, top_p, verifier)
+    "greedy": (0.0, None, rejection_sample),  # greedy verification whatever the verifier
+    "T=1": (1.0, None, rejection_sample),
+    "T=1 top-p 0.9": (1.0, 0.9, rejection_sample),
+    "T=1, fast verifier": (1.0, None, rejection_sample_fast),
+    "T=1 top-p 0.9, fast": (1.0, 0.9, rejection_sample_fast),
+}
+
+
+@dataclass(frozen=True)
+class TableLM:
+    """A "model" whose next-token logits after position i are `table[i]`, whatever the tokens.
+
+    table: (N, V). `logits(ids)` for ids (L,) with L ≤ N is `table[:L]` (L, V), a view: it costs
+    nothing, so a decoding loop over TableLMs measures the loop alone.
+    """
+
+    table: torch.Tensor
+
+    @property
+    def vocab_size(self) -> int:
+        return self.table.shape[1]
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        if ids.shape[0] > self.table.shape[0]:
+            raise ValueError(f"{ids.shape[0]} positions, but the table has {self.table.shape[0]}")
+        return self.table[: ids.shape[0]]  # (L, V)
+
+
+def table_pair(
+    vocab_size: int,
+    positions: int,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+    spread: float = 2.0,
+) -> tuple[TableLM, TableLM]:
+    """(target, draft) TableLMs over `positions` rows: target logits s·z, draft s·z + w, with z
+    and w standard normal and s = `spread`, so the draft agrees with the target often but not
+    always. The default s = 2 gives flat rows (at V = 151,936 top-p 0.9 keeps ~36k tokens, a
+    worst case for top-p); s = 5 gives peaked rows (top probability 0.1–0.4, a nucleus of ~40–200
+    tokens), closer to a language model's."""
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(positions, vocab_size, generator=g)  # (N, V)
+    w = torch.randn(positions, vocab_size, generator=g)  # (N, V)
+    return TableLM((spread * z).to(device)), TableLM((spread * z + w).to(device))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Best-of-`repeats` times of one generation and its step count.
+
+    `seconds` is the wall clock; `cpu_seconds` the process's CPU time, which on a CPU shared with
+    other jobs still counts only this loop's work (on an accelerator it means nothing: read
+    `seconds`, which is synchronised).
+    """
+
+    vocab_size: int
+    setting: str
+    seconds: float
+    cpu_seconds: float
+    steps: int
+    alpha: float
+
+    @property
+    def ms_per_step(self) -> float:
+        return 1e3 * self.seconds / self.steps
+
+    @property
+    def cpu_ms_per_step(self) -> float:
+        return 1e3 * self.cpu_seconds / self.steps
+
+
+def time_loop(
+    vocab_size: int,
+    setting: str,
+    new_tokens: int = 96,
+    gamma: int = 4,
+    repeats: int = 5,
+    device: torch.device | str = "cpu",
+    spread: float = 2.0,
+) -> Timing:
+    """Time `speculative_generate` over a `table_pair` (best of `repeats`, each seeded alike)."""
+    temperature, top_p, verifier = SETTINGS[setting]
+    prompt = torch.tensor([0, 1, 2, 3])
+    positions = prompt.shape[0] + new_tokens + gamma + 1
+    target, draft = table_pair(vocab_size, positions, device=device, spread=spread)
+    best, best_cpu, out = float("inf"), float("inf"), None
+    for _ in range(repeats):
+        generator = torch.Generator(device).manual_seed(0)
+        synchronize(device)
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = speculative_generate(
+            target,
+            draft,
+            prompt,
+            new_tokens,
+            gamma,
+            temperature=temperature,
+            top_p=top_p,
+            generator=generator,
+            verifier=verifier,
+        )
+        synchronize(device)
+        best = min(best, time.perf_counter() - t0)
+        best_cpu = min(best_cpu, time.process_time() - c0)
+    stats = out.stats
+    return Timing(vocab_size, setting, best, best_cpu, len(stats.steps), stats.acceptance_rate)
+
+
+def vocab_cost(
+    new_tokens: int = 96,
+    gamma: int = 4,
+    repeats: int = 5,
+    device: torch.device | str = "cpu",
+    spread: float = 2.0,
+) -> dict[str, tuple[Timing, Timing]]:
+    """{setting: (timing at V = 4,096, timing at V = 151,936)} for every setting of `SETTINGS`."""
+    return {
+        s: tuple(
+            time_loop(v, s, new_tokens, gamma, repeats, device, spread)
+            for v in (SMALL_VOCAB, LARGE_VOCAB)
+        )
+        for s in SETTINGS
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m specdec_lab.vocab_cost",
+        description="The speculative loop's own cost per step at V = 4,096 and V = 151,936.",
+    )
+    parser.add_argument("--new-tokens", type=int, default=96)
+    parser.add_argument("--gamma", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=5, help="best of this many runs")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--spread", type=float, default=2.0, help="logit scale of the tables: 2 flat, 5 peaked"
+    )
+    args = parser.parse_args(argv)
+    threads = set_cpu_threads(args.threads)
+    info = device_info(args.device)
+    print(
+        f"device {info['device']} ({info.get('gpu', info['cpu'])}), {threads} torch thread(s), "
+        f"torch {info['torch']}"
+    )
+    print(
+        f"speculative loop over table models (logits {args.spread:g}·z), {args.new_tokens} new "
+        f"tokens, γ={args.gamma}, best of {args.repeats}; extra = the cost of the vocabulary"
+    )
+    cpu = torch.device(args.device).type == "cpu"
+    print(
+        "ms per step, wall clock"
+        + (" (in brackets: CPU time of this process, robust to a shared CPU)" if cpu else "")
+    )
+    print(
+        f"{'setting':<22} {'V=4096':>15} {'V=151936':>15} {'extra at V=151936':>19} "
+        f"{'α (large)':>10}"
+    )
+    timings = vocab_cost(args.new_tokens, args.gamma, args.repeats, args.device, args.spread)
+
+    def cell(wall: float, cpu_time: float) -> str:
+        return f"{wall:.2f}" + (f" ({cpu_time:.2f})" if cpu else "")
+
+    for setting, (small, large) in timings.items():
+        extra = cell(
+            large.ms_per_step - small.ms_per_step, large.cpu_ms_per_step - small.cpu_ms_per_step
+        )
+        print(
+            f"{setting:<22} {cell(small.ms_per_step, small.cpu_ms_per_step):>15} "
+            f"{cell(large.ms_per_step, large.cpu_ms_per_step):>15} {extra:>19} "
+            f"{large.alpha:>10.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
