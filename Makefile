@@ -56,6 +56,7 @@ lint: $(STAMP)  ## ruff (code and notebooks), committed notebooks stripped, stud
 	else cp -r notebooks workshop $(COMMITTED)/; fi
 	cd $(COMMITTED) && $(CURDIR)/$(BIN)/nbstripout --verify $$(find notebooks workshop -name '*.ipynb')
 	$(BIN)/python -m specdec_lab.exercises --check --src $(COMMITTED)/notebooks --out $(COMMITTED)/workshop
+	$(BIN)/python scripts/section_budget.py >/dev/null  # every core section fits its minutes; README agenda current
 
 demo: $(STAMP)  ## speculative decoding in the terminal, with accepted and corrected tokens colored
 	$(BIN)/python -m specdec_lab demo

@@ -25,10 +25,17 @@ from typing import Protocol
 
 import torch
 
+from specdec_lab.drafters import one_hot
 from specdec_lab.lm import Session, open_session, vocab_size_of
 from specdec_lab.models import check_positions
-from specdec_lab.sampling import SamplingConfig, draft_token, logits_to_probs, sample
-from specdec_lab.verify import greedy_verify, rejection_sample
+from specdec_lab.sampling import SamplingConfig, draft_token, greedy, logits_to_probs, sample
+from specdec_lab.verify import (
+    _bad_values,
+    _raise_for,
+    greedy_verify_on_device,
+    rejection_sample,
+    rejection_sample_on_device,
+)
 
 
 @dataclass(frozen=True)
@@ -163,8 +170,9 @@ class ModelDrafter:
         t0 = time.perf_counter()
         tokens, q_probs = [], []
         for _ in range(gamma):
-            logits = self.session.logits(ids, last=1)[-1]  # (V,)
-            x, q = draft_token(logits, cfg, generator)  # q None when greedy (one-hot)
+            logits = self.session.logits(ids, last=1)[-1]  # (V,) on the model's device
+            # No NaN check here (a host sync per token): the verifier's fused check reads q.
+            x, q = draft_token(logits, cfg, generator, check=False)  # q None when greedy
             if q is not None:
                 q_probs.append(q)
             tokens.append(x)
@@ -175,10 +183,11 @@ class ModelDrafter:
                     break
         self.seconds += time.perf_counter() - t0
         if not tokens:
-            return torch.empty(0, dtype=torch.long), torch.empty(0, self.vocab_size)
+            empty = torch.empty(0, dtype=torch.long, device=ids.device)
+            return empty, torch.empty(0, self.vocab_size, device=ids.device)
         tokens = torch.stack(tokens)  # (γ',)
-        if cfg.greedy:
-            return tokens, torch.nn.functional.one_hot(tokens, self.vocab_size).float()
+        if cfg.greedy:  # one-hot q, which greedy verification never reads
+            return tokens, one_hot(tokens, self.vocab_size)
         return tokens, torch.stack(q_probs)  # (γ',), (γ', V)
 
     def crop(self, length: int) -> None:
@@ -255,17 +264,18 @@ def autoregressive_generate(
     _check_vocab_size("model", model, vocab_size)
     target = open_session(model, vocab_size, runtime)
     _reserve(target, ids.shape[0] + max_new_tokens)
+    ids = ids.to(_device_of(target))  # the sequence lives where the model does
     stats = GenerationStats()
     start = time.perf_counter()
     prompt_len = ids.shape[0]
     while ids.shape[0] - prompt_len < max_new_tokens:
         logits = target.logits(ids, last=1)[-1]  # (V,)
         if cfg.greedy:
-            x = logits.argmax()
+            x = greedy(logits)
         else:
             x = sample(logits_to_probs(logits, temperature, top_k, top_p), generator)
         ids = torch.cat([ids, x[None]])
-        if eos and int(x) in eos:
+        if eos and int(x) in eos:  # the one host sync per token, only when there is an EOS
             break
     stats.wall_time = time.perf_counter() - start
     stats.target_calls, stats.target_time = target.calls, target.seconds
@@ -284,24 +294,41 @@ def speculative_step(
     """One speculative step after the accepted sequence `ids` (L,). Returns (new ids, Step).
 
     Draft → one target forward → accept/reject → roll both caches back. No timing, no counters:
-    the sessions and drafters count their own calls and seconds.
+    the sessions and drafters count their own calls and seconds. Everything runs where the
+    models are; the host learns the outcome in ONE sync per step (step 3's `.tolist()`).
     """
     # 1. Draft up to γ tokens, keeping the distributions q they were sampled from.
     draft_tokens, q_probs = drafter.propose(ids, gamma, cfg, generator)  # (γ',), (γ', V)
     g = draft_tokens.shape[0]  # a drafter may propose fewer (an n-gram table with no match)
+    draft_tokens = draft_tokens.to(ids.device)
     # 2. One target forward over the γ'+1 positions that follow the accepted prefix.
     p_logits = target.logits(torch.cat([ids, draft_tokens]))[-(g + 1) :]  # (γ'+1, V)
-    # 3. Accept a prefix of the drafts, then add one target token.
+    # 3. Accept a prefix of the drafts, then add one target token: n, the token and the input
+    #    checks stay on the device until one `.tolist()` brings them to the host together.
+    #    `verify.rejection_sample` (the rule the notebooks teach) is computed by its on-device
+    #    twin, which makes the same draws; any other verifier runs as given (teaching only).
     if cfg.greedy:
-        n, next_token = greedy_verify(draft_tokens, p_logits)
+        n, next_token, nan = greedy_verify_on_device(draft_tokens, p_logits)
+        flags = torch.stack([nan, nan.new_zeros(()), nan.new_zeros(()), nan.new_zeros(())])
     else:
-        p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ'+1, V)
-        n, next_token = verifier(draft_tokens, q_probs, p_probs, generator)
+        p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p, check=False)
+        q_probs = q_probs.to(p_probs.device)  # (γ', V)
+        if verifier is rejection_sample:
+            n, next_token = rejection_sample_on_device(draft_tokens, q_probs, p_probs, generator)
+            flags = _bad_values(draft_tokens, q_probs, p_probs)  # (4,)
+        else:
+            n, next_token = verifier(draft_tokens, q_probs, p_probs, generator)
+            n, flags = torch.tensor(n, device=ids.device), torch.zeros(4, dtype=torch.bool)
+    outcome = torch.cat([n[None], next_token[None], draft_tokens, flags.to(ids.device)])
+    n, token, *rest = outcome.tolist()  # THE host sync of this step
+    drafted, flags = rest[:g], rest[g:]
+    if any(flags):
+        _raise_for(flags, draft_tokens, p_logits.shape[-1])
     ids = torch.cat([ids, draft_tokens[:n], next_token[None]])
     # 4. Roll both caches back to what they have seen of the accepted sequence.
     target.crop(ids.shape[0] - 1)
     drafter.crop(ids.shape[0] - 1)
-    step = Step(draft_tokens.tolist(), n, int(next_token))
+    step = Step(drafted, n, token)
     if hasattr(drafter, "update"):  # adaptive drafters learn from the outcome (HeuristicGamma)
         drafter.update(step)
     return ids, step
@@ -381,6 +408,7 @@ def run_steps(
     drafter.crop(0)
     for session in (target, getattr(drafter, "session", drafter)):  # room for the whole call
         _reserve(session, ids.shape[0] + max_new_tokens + gamma + 1)
+    ids = ids.to(_device_of(target))  # the sequence lives where the target does
     calls_before = (target.calls, drafter.calls)
     seconds_before = (target.seconds, getattr(drafter, "seconds", float("nan")))
 
@@ -395,7 +423,7 @@ def run_steps(
         stats.gammas.append(len(s.draft_tokens))
         if on_step is not None:
             on_step(s)
-        if eos and not eos.isdisjoint(ids[-(s.n_accepted + 1) :].tolist()):
+        if eos and not eos.isdisjoint([*s.draft_tokens[: s.n_accepted], s.next_token]):
             break
     stats.wall_time = time.perf_counter() - start
     stats.target_calls = target.calls - calls_before[0]
@@ -417,6 +445,11 @@ def _finish(
         new = new[: ends[0] + 1]  # nothing after the end of text
     stats.new_tokens = new.shape[0]
     return Generation(tokens=new, stats=stats)
+
+
+def _device_of(session) -> torch.device:
+    """Where a session's model computes (mock sessions: the CPU)."""
+    return torch.device(getattr(session, "device", "cpu"))
 
 
 def _reserve(session, positions: int) -> None:

@@ -343,3 +343,25 @@ __all__ = [
     "prefix_tv",
     "trace",
 ]
+
+
+def greedy_loop_note(training_json: str | Any | None = None) -> str:
+    """One sentence, read from data/models/training.json ("quality"), on how much the embedded
+    target's greedy text repeats itself: print it beside every greedy measurement."""
+    import json
+    from pathlib import Path
+
+    path = Path(training_json) if training_json else Path(__file__).resolve().parents[1]
+    if path.is_dir():
+        path = path / "data" / "models" / "training.json"
+    quality = json.loads(path.read_text(encoding="utf-8"))["quality"]["data/models/target"]
+    return (
+        "Greedy caveat: this target's greedy text loops. Over {n}-token greedy continuations of "
+        "the 8 code prompts, a median {own:.0%} of 4-grams repeat an earlier one (human-written "
+        "code: {human:.0%}; data/models/training.json), so greedy numbers flatter every drafter "
+        "that copies repeats."
+    ).format(
+        n=quality["new_tokens"],
+        own=quality["greedy_repeated_4gram_median"],
+        human=quality["human_code_repeated_4gram_median"],
+    )

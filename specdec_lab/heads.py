@@ -35,6 +35,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from specdec_lab.drafters import one_hot
 from specdec_lab.lm import Session, open_session
 from specdec_lab.models import output_logits
 from specdec_lab.sampling import SamplingConfig, draft_token
@@ -113,18 +114,19 @@ class HeadDrafter:
                 f = self.head(f, self.embed(x.to(device)).to(dtype))  # (d,)
                 # (V',) in the target's dtype, as its forward computes them (scales, soft caps)
                 out = output_logits(self.target.model, f.to(self.lm_head.weight.dtype))
-                logits = out[: self.vocab_size].float().cpu()  # (V,)
+                logits = out[: self.vocab_size].float()  # (V,) on the device
                 self.calls += 1
-                x, q = draft_token(logits, cfg, generator)  # q None when greedy (one-hot)
+                x, q = draft_token(logits, cfg, generator, check=False)  # q None when greedy
                 if q is not None:
                     q_probs.append(q)
                 tokens.append(x)
         self.seconds += time.perf_counter() - t0
         if not tokens:
-            return torch.empty(0, dtype=torch.long), torch.empty(0, self.vocab_size)
+            empty = torch.empty(0, dtype=torch.long, device=ids.device)
+            return empty, torch.empty(0, self.vocab_size, device=ids.device)
         tokens = torch.stack(tokens)  # (γ,)
-        if cfg.greedy:
-            return tokens, nn.functional.one_hot(tokens, self.vocab_size).float()
+        if cfg.greedy:  # one-hot q, which greedy verification never reads
+            return tokens, one_hot(tokens, self.vocab_size)
         return tokens, torch.stack(q_probs)  # (γ,), (γ, V)
 
     def crop(self, length: int) -> None:

@@ -152,7 +152,7 @@ class HFSession(_SessionBase):
         # unless they keep their past states; transformers' assisted decoding does the same.
         self.cache.activate_past_recording()
         self.keep_hidden = keep_hidden
-        self.hidden = torch.empty(0, model.config.hidden_size)  # (cached, d), if keep_hidden
+        self.hidden = torch.empty(0, model.config.hidden_size, device=self.device)  # (cached, d)
 
     @torch.inference_mode()
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
@@ -186,7 +186,7 @@ class HFSession(_SessionBase):
         mask.masked_fill_(~allowed, torch.finfo(dtype).min)  # additive: works for eager and SDPA
         t0 = time.perf_counter()
         out = self._forward(
-            torch.cat([tail, tree_tokens])[None].to(self.device),
+            torch.cat([tail.to(self.device), tree_tokens.long().to(self.device)])[None],
             attention_mask=mask[None, None].to(self.device),  # (1, 1, t + N, past + t + N)
             position_ids=positions[None].to(self.device),
         )  # (t + N, V)
@@ -211,12 +211,12 @@ class HFSession(_SessionBase):
             h = self.model.get_decoder()(
                 input_ids=input_ids, cache=self.cache, use_cache=True, **kwargs
             ).last_hidden_state[0]  # (k, d)
-            self.hidden = torch.cat([self.hidden, h.float().cpu()])
+            self.hidden = torch.cat([self.hidden, h.float()])
             from specdec_lab.models import output_logits  # soft-capping and scaling included
 
             logits = output_logits(self.model, h[-logits_to_keep:])
         # Verification runs on the CPU with the caller's CPU generator: one small copy per step.
-        return logits[:, : self.vocab_size].float().cpu()  # (k, V)
+        return logits[:, : self.vocab_size].float()  # (k, V), on the model's device
 
     def crop(self, length: int) -> None:
         drop = self.cached - length
@@ -243,9 +243,9 @@ class LeanSession(_SessionBase):
         self.lean = LeanLlama(model)  # ValueError, naming the reason, if the family is not covered
         self.cache = self.lean.new_cache()
         self.keep_hidden = keep_hidden
-        self._hidden = torch.empty(0, model.config.hidden_size)  # (capacity, d), if keep_hidden
+        self._hidden = torch.empty(0, model.config.hidden_size, device=self.device)  # (cap, d)
         self.tree_fed = 0  # nodes of the current token tree that sit in the cache after `cached`
-        self.tree_rows = torch.empty(0, self.vocab_size)  # (1 + tree_fed, V) their scores
+        self.tree_rows = torch.empty(0, self.vocab_size, device=self.device)  # (1 + fed, V)
 
     @property
     def hidden(self) -> torch.Tensor:
@@ -265,7 +265,7 @@ class LeanSession(_SessionBase):
         h = self.lean.forward(new, self.cache)  # (k, d)
         if self.keep_hidden:
             self._keep_hidden(h)
-        out = self.lean.logits(h[-last:] if last else h, self.vocab_size).float().cpu()
+        out = self.lean.logits(h[-last:] if last else h, self.vocab_size).float()
         self._count(t0)
         self.cached = ids.shape[0]
         return out  # (k or last, V)
@@ -290,12 +290,12 @@ class LeanSession(_SessionBase):
         allowed[t:, prefix:] = tree_ancestry(parents)[fed:]  # node i sees its ancestors only
         t0 = time.perf_counter()
         h = self.lean.forward(
-            torch.cat([tail, tree_tokens[fed:].long()]).to(self.device),
+            torch.cat([tail.to(self.device), tree_tokens[fed:].long().to(self.device)]),
             self.cache,
-            positions.to(self.device),
+            positions,  # on the host: the forward reads their maximum to size its RoPE table
             allowed.to(self.device),
         )  # (t + n - fed, d)
-        rows = self.lean.logits(h[max(t - 1, 0) :], self.vocab_size).float().cpu()
+        rows = self.lean.logits(h[max(t - 1, 0) :], self.vocab_size).float()
         self._count(t0)
         self.tree_rows = torch.cat([self.tree_rows[: 1 + fed] if fed else rows[:0], rows])
         self.cached, self.tree_fed, self.tree_tokens = prefix, n, tree_tokens
@@ -326,7 +326,7 @@ class LeanSession(_SessionBase):
             grown = self._hidden.new_empty(self.cache.capacity, self._hidden.shape[1])
             grown[: self.cached] = self._hidden[: self.cached]
             self._hidden = grown
-        self._hidden[self.cached : end] = h.float().cpu()
+        self._hidden[self.cached : end] = h.float()
 
 
 def tree_depths(parents: list[int]) -> torch.Tensor:

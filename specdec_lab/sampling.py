@@ -169,9 +169,16 @@ def cdf_dtype(device: torch.device) -> torch.dtype:
 def uniforms(
     rows: int, generator: torch.Generator | None, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
-    """The (rows, 1) uniforms in [0, 1) that `sample` draws, one per row, in `cdf_dtype`."""
-    device = torch.device(device)
-    return torch.rand(rows, 1, generator=generator, device=device, dtype=cdf_dtype(device))
+    """The (rows, 1) uniforms in [0, 1) that `sample` draws, one per row, in `cdf_dtype`,
+    on `device`. They are drawn where the generator lives (a CPU generator also seeds a GPU
+    run, with the same numbers) and copied over: a host-to-device copy, not a sync."""
+    return rand(rows, 1, generator=generator, device=device, dtype=cdf_dtype(torch.device(device)))
+
+
+def rand(*shape: int, generator: torch.Generator | None, device, dtype=torch.float32):
+    """`torch.rand(*shape)` from `generator` (its own device), delivered on `device`."""
+    source = generator.device if generator is not None else torch.device(device)
+    return torch.rand(*shape, generator=generator, device=source, dtype=dtype).to(device)
 
 
 def inverse_cdf(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

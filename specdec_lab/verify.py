@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from specdec_lab.sampling import cdf_dtype, inverse_cdf, sample, uniforms
+from specdec_lab.sampling import cdf_dtype, inverse_cdf, rand, sample, uniforms
 
 
 def _check_shape(name: str, probs: torch.Tensor, rows: int | None = None) -> None:
@@ -125,7 +125,7 @@ def first_rejection(
     p_x = p_probs[idx, draft_tokens]  # (γ,)
     q_x = q_probs[idx, draft_tokens]  # (γ,)
     # One uniform per draft position, drawn up front: the coins of the γ positions are independent.
-    u = torch.rand(gamma, generator=generator, device=device)  # (γ,)
+    u = rand(gamma, generator=generator, device=device)  # (γ,)
     accept = u * q_x < p_x  # u < p/q without dividing: no 0/0, no inf, never if p(x) = 0
     return gamma if bool(accept.all()) else int((~accept).nonzero()[0])
 
@@ -165,18 +165,39 @@ def rejection_sample_fast(
     """`rejection_sample` on the tensors' own device, with ONE host sync.
 
     Same arguments and the same draws (the same uniforms, in the same order, give the same
-    result), but no data-dependent Python branch before the end: the first rejection n is found
-    with an argmax, and the next token is drawn from one row computed for whichever n it is: the
-    residual norm(max(0, p[n] − q[n])) when n < γ, else the bonus p[γ] (the residual with q = 0).
-    The input checks of `check` ride along with n in the single `.tolist()`. Returns
-    (n, next_token), next_token a 0-d tensor on the device.
+    result), computed by `rejection_sample_on_device`; the input checks of `check` ride along
+    with n in the single `.tolist()`. Returns (n, next_token), next_token a 0-d tensor on the
+    device.
     """
-    gamma = _check_shapes(draft_tokens, q_probs, p_probs)
+    _check_shapes(draft_tokens, q_probs, p_probs)
+    n, token = rejection_sample_on_device(draft_tokens, q_probs, p_probs, generator)
+    if not check:
+        return int(n), token  # the one host sync
+    n_and_flags = torch.cat([n[None], _bad_values(draft_tokens, q_probs, p_probs)]).tolist()
+    _raise_for(n_and_flags[1:], draft_tokens, p_probs.shape[1])
+    return n_and_flags[0], token
+
+
+def rejection_sample_on_device(
+    draft_tokens: torch.Tensor,
+    q_probs: torch.Tensor,
+    p_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The acceptance rule with no host sync and no checks: (n, next_token), both 0-d tensors
+    on the device, for a decoding loop that reads them together with everything else it needs
+    in one sync (`decoding.speculative_step`). Shapes as in `rejection_sample`.
+
+    No data-dependent Python branch: the first rejection n is found with an argmax, and the next
+    token is drawn from one row computed for whichever n it is: the residual
+    norm(max(0, p[n] − q[n])) when n < γ, else the bonus p[γ] (the residual with q = 0).
+    """
+    gamma = draft_tokens.shape[0]
     device, vocab = p_probs.device, p_probs.shape[1]
     x = draft_tokens.to(device).clamp(0, vocab - 1)  # (γ,) clamped: the fused check reports it
     # All randomness up front, in rejection_sample's order: γ accept coins, then the uniform that
     # draws the next token.
-    coins = torch.rand(gamma, generator=generator, device=device)  # (γ,)
+    coins = rand(gamma, generator=generator, device=device)  # (γ,)
     u = uniforms(1, generator, device)  # (1, 1)
     idx = torch.arange(gamma, device=device)
     accept = coins * q_probs[idx, x] < p_probs[idx, x]  # (γ,) u < p(x)/q(x), as first_rejection
@@ -199,11 +220,7 @@ def rejection_sample_fast(
     # by the residual's mass, by p's after the guard, and not at all for the bonus row p[γ].
     weights = weights / torch.where(n == gamma, 1.0, torch.where(mass > 0, mass, p_n.sum()))
     token = inverse_cdf(weights[None].cumsum(-1, dtype=cdf_dtype(device)), u)[0]  # 0-d
-    if not check:
-        return int(n), token  # the one host sync
-    n_and_flags = torch.cat([n[None], _bad_values(draft_tokens, q_probs, p_probs)]).tolist()
-    _raise_for(n_and_flags[1:], draft_tokens, vocab)
-    return n_and_flags[0], token
+    return n, token
 
 
 def greedy_verify(
@@ -221,17 +238,25 @@ def greedy_verify(
     gamma = draft_tokens.shape[0]
     if p_logits.dim() != 2 or p_logits.shape[0] != gamma + 1:
         raise ValueError(f"p_logits must have shape ({gamma + 1}, V), got {tuple(p_logits.shape)}")
-    best, target_choice = p_logits.max(-1)  # (γ+1,) each: argmax's first-maximum rule
-    matches = draft_tokens.to(p_logits.device) == target_choice[:gamma]  # (γ,)
-    stop = torch.cat([~matches, matches.new_ones(1)])  # (γ+1,) a mismatch, or the end
-    n = stop.to(torch.uint8).argmax()  # 0-d: the first mismatch, γ if none
-    next_token = target_choice.index_select(0, n[None])[0]  # 0-d, no sync (see above)
+    n, next_token, nan = greedy_verify_on_device(draft_tokens, p_logits)
     if not check:
         return int(n), next_token
-    n_host, nan = torch.stack([n, torch.isnan(best).any().long()]).tolist()
+    n_host, nan = torch.stack([n, nan.long()]).tolist()
     if nan:
         raise ValueError("p_logits contain NaN; the model produced invalid scores")
     return n_host, next_token
+
+
+def greedy_verify_on_device(
+    draft_tokens: torch.Tensor, p_logits: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`greedy_verify` with no host sync: (n, next_token, any NaN in p_logits), 0-d tensors."""
+    best, target_choice = p_logits.max(-1)  # (γ+1,) each: argmax's first-maximum rule
+    matches = draft_tokens.to(p_logits.device) == target_choice[:-1]  # (γ,)
+    stop = torch.cat([~matches, matches.new_ones(1)])  # (γ+1,) a mismatch, or the end
+    n = stop.to(torch.uint8).argmax()  # 0-d: the first mismatch, γ if none
+    next_token = target_choice.index_select(0, n[None])[0]  # 0-d, no sync (see above)
+    return n, next_token, torch.isnan(best).any()
 
 
 def multi_draft_sample(

@@ -72,6 +72,15 @@ def _ids(n: int, seed: int = 1) -> torch.Tensor:
     return torch.randint(V, (n,), generator=torch.Generator().manual_seed(seed))
 
 
+@torch.no_grad()
+def _generate(model, ids: torch.Tensor, n: int) -> torch.Tensor:
+    """transformers' own greedy `generate`: the n new tokens after `ids` (L,)."""
+    mask = torch.ones(1, ids.shape[0], dtype=torch.long)
+    return model.generate(ids[None], attention_mask=mask, max_new_tokens=n, do_sample=False)[
+        0, ids.shape[0] :
+    ]
+
+
 def test_logits_match_transformers_in_chunks(model) -> None:
     """Prefill, then chunks of 1, 3 and 5 tokens on the cache: max abs diff <= 1e-5 (fp32)."""
     ids = _ids(40)
@@ -115,11 +124,7 @@ def test_cache_is_sized_to_the_call_not_the_model() -> None:
 
 def test_greedy_equals_transformers_generate(model) -> None:
     ids = _ids(12)
-    with torch.no_grad():
-        ref = model.generate(
-            ids[None], attention_mask=torch.ones(1, 12, dtype=torch.long), max_new_tokens=24,
-            do_sample=False,
-        )[0, 12:]  # fmt: skip
+    ref = _generate(model, ids, 24)
     draft = _model(model.config, seed=1)  # a different random draft: rejections happen
     ar = decoding.autoregressive_generate(model, ids, 24, temperature=0, runtime="lean")
     spec = decoding.speculative_generate(model, draft, ids, 24, 4, temperature=0, runtime="lean")
@@ -213,11 +218,7 @@ def test_sliding_window_model_decodes_past_its_window_on_hf() -> None:
     config = MistralConfig(**SMALL, num_key_value_heads=2, num_hidden_layers=2, sliding_window=8)
     target, draft = _model(config), _model(config, seed=1)
     ids = _ids(6)
-    with torch.no_grad():
-        ref = target.generate(
-            ids[None], attention_mask=torch.ones(1, 6, dtype=torch.long), max_new_tokens=30,
-            do_sample=False,
-        )[0, 6:]  # fmt: skip
+    ref = _generate(target, ids, 30)
     out = decoding.speculative_generate(target, draft, ids, 30, 4, temperature=0)
     assert out.tokens.tolist() == ref.tolist()
 
@@ -231,3 +232,38 @@ def test_a_session_refuses_a_sequence_whose_head_changed(runtime) -> None:
         session.logits(torch.tensor([1, 9, 3, 4, 5]))
     session.crop(1)  # back to the common prefix: now it is the same head
     assert session.logits(torch.tensor([1, 9, 3, 4, 5])).shape[0] == 4
+
+
+SYNCS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__")
+
+
+@pytest.mark.parametrize("setting", [dict(temperature=0), dict(temperature=1.0, top_k=20)])
+def test_one_host_sync_per_speculative_step(setting, monkeypatch) -> None:
+    """Draft, verify, accept and roll back without reading a tensor on the host, but once: the
+    `.tolist()` that brings n, the next token, the drafts and the input checks over together."""
+    target = _model(CONFIGS["llama-gqa-tied"])
+    draft = _model(CONFIGS["llama-gqa-tied"], seed=1)
+    counts, current = [], [0]
+    for name in SYNCS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(*args, _original=original, **kwargs):
+            current[0] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    step = decoding.speculative_step
+
+    def counted_step(*args, **kwargs):
+        current[0] = 0
+        out = step(*args, **kwargs)
+        counts.append(current[0])
+        return out
+
+    monkeypatch.setattr(decoding, "speculative_step", counted_step)
+    gen = torch.Generator().manual_seed(0)
+    out = decoding.speculative_generate(
+        target, draft, _ids(6), 30, 4, generator=gen, runtime="lean", **setting
+    )
+    assert out.stats.new_tokens == 30 and len(counts) == len(out.stats.steps) > 5
+    assert set(counts) == {1}, counts

@@ -29,11 +29,19 @@ def fixed_fp16(config, bytes_per_value=2):
     return 2 * config.num_key_value_heads * head_dim * config.num_hidden_layers * 2
 
 
+def delegates(config, bytes_per_value=2):
+    """Calls profiling.kv_cache_bytes, the function the exercise asks to write."""
+    from specdec_lab import profiling
+
+    return profiling.kv_cache_bytes(config, 1, 1, bytes_per_value)
+
+
 WRONG_ANSWERS = {
-    "0.1": {
-        "keys only": keys_only,
-        "query heads instead of key-value heads": query_heads,
-        "one layer": one_layer,
-        "always 2 bytes per value": fixed_fp16,
+    "0.1": {  # two answer names: the prediction stays as the student left it
+        "keys only": {"kv_bytes_per_token": keys_only},
+        "query heads instead of key-value heads": {"kv_bytes_per_token": query_heads},
+        "one layer": {"kv_bytes_per_token": one_layer},
+        "always 2 bytes per value": {"kv_bytes_per_token": fixed_fp16},
+        "delegates to profiling.kv_cache_bytes": {"kv_bytes_per_token": delegates},
     },
 }

@@ -72,6 +72,22 @@ def absolute_difference(p, q):
     return residual / residual.sum()
 
 
+def delegates(draft_tokens, q_probs, p_probs, generator=None):
+    """Calls the library function the exercise asks to write out."""
+    return verify.rejection_sample(draft_tokens, q_probs, p_probs, generator)
+
+
+def delegates_in_disguise(draft_tokens, q_probs, p_probs, generator=None):
+    """Reaches the library function through an alias, so that its name is not in the source."""
+    rule = getattr(verify, "rejection_" + "sample")
+    return rule(draft_tokens, q_probs, p_probs, generator)
+
+
+def residual_delegates(p, q):
+    """Calls verify.residual_distribution, the function the exercise asks to write."""
+    return verify.residual_distribution(p, q)
+
+
 def off_by_one(alpha, gamma):
     """Counts tokens per step (n + 1) instead of drafts kept: γ − E[tokens per step]."""
     return gamma - (1 - alpha ** (gamma + 1)) / (1 - alpha)
@@ -93,15 +109,20 @@ WRONG_ANSWERS = {
         "correction from q": correction_from_q,
         "min(1, q/p)": inverted_ratio,
         "bonus from row γ − 1 (off-by-one γ)": bonus_off_by_one,
+        "delegates to verify.rejection_sample": delegates,
+        "delegates through an alias": delegates_in_disguise,
     },
     "1.2": {
         "no NaN guard": no_nan_guard,
         "uniform fallback": uniform_fallback,
         "|p − q| instead of max(0, p − q)": absolute_difference,
+        "delegates to verify.residual_distribution": residual_delegates,
     },
-    "1.3": {
-        "γ − E[tokens per step] (off by one)": off_by_one,
-        "γ(1 − α) (no stop at the first rejection)": independent_rejections,
-        "γ − α/(1 − α) (forgets the cap at γ)": forgets_the_cap,
+    "1.3": {  # two answer names: the prediction stays as the student left it
+        "γ − E[tokens per step] (off by one)": {"predicted_discarded": off_by_one},
+        "γ(1 − α) (no stop at the first rejection)": {
+            "predicted_discarded": independent_rejections
+        },
+        "γ − α/(1 − α) (forgets the cap at γ)": {"predicted_discarded": forgets_the_cap},
     },
 }

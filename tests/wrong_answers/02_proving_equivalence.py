@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from specdec_lab import sampling, stats, verify
+from specdec_lab import drafters, sampling, stats, verify
 
 # --- Exercise 2.1: samples to catch a bug d away ---------------------------------------------
 
@@ -71,6 +71,28 @@ def _lookup_with(mistake):
     return type(f"Lookup_{mistake.replace(' ', '_')}", (_Lookup,), {"mistake": mistake})
 
 
+class CallsTransformers(_Lookup):
+    """Delegates to transformers' own prompt lookup, the thing the exercise asks to write."""
+
+    def propose(self, ids, gamma, cfg, generator=None):
+        from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+        self.calls += 1
+        lookup = PromptLookupCandidateGenerator(
+            num_output_tokens=gamma, max_matching_ngram_size=self.max_n, max_length=10**6
+        )
+        candidates, _ = lookup.get_candidates(ids[None])
+        tokens = candidates[0, len(ids) :]
+        return tokens, torch.nn.functional.one_hot(tokens, self.vocab_size).float()
+
+
+class InheritsTheLibrary(drafters.PromptLookupDrafter):
+    """Inherits `drafters.PromptLookupDrafter.propose` instead of writing it."""
+
+    def __init__(self, vocab_size, max_n=2):
+        super().__init__(vocab_size, max_ngram=max_n)
+
+
 # --- Exercise 2.3: the speculative loop ---------------------------------------------------------
 
 
@@ -115,14 +137,18 @@ LOOP_BUGS = [
 ]
 
 WRONG_ANSWERS = {
-    "2.1": {
-        "sized for tolerance d": tolerance_d,
-        "rounds down": rounds_down,
-        "splits δ in two (not the smallest)": splits_delta,
+    "2.1": {  # two answer names: the prediction stays as the student left it
+        "sized for tolerance d": {"samples_to_catch": tolerance_d},
+        "rounds down": {"samples_to_catch": rounds_down},
+        "splits δ in two (not the smallest)": {"samples_to_catch": splits_delta},
     },
     "2.2": {
-        mistake: _lookup_with(mistake)
-        for mistake in ["ignores n", "no back-off", "most recent", "off by one", "smoothed q"]
+        **{
+            mistake: _lookup_with(mistake)
+            for mistake in ["ignores n", "no back-off", "most recent", "off by one", "smoothed q"]
+        },
+        "delegates to transformers' prompt lookup": CallsTransformers,
+        "inherits drafters.PromptLookupDrafter": InheritsTheLibrary,
     },
     "2.3": {bug: functools.partial(_loop, bug=bug) for bug in LOOP_BUGS},
 }

@@ -36,11 +36,13 @@ def independent_drafts(alpha_t, gamma):
 
 
 WRONG_ANSWERS = {
-    "3.1": {
-        "one α for the whole step": one_alpha_for_the_step,
-        "forgets the target's token (+1)": forgets_the_target_token,
-        "off-by-one γ": off_by_one_gamma,
-        "ignores γ": ignores_gamma,
-        "drafts as independent (no stop at the first rejection)": independent_drafts,
+    "3.1": {  # two answer names: the prediction stays as the student left it
+        "one α for the whole step": {"expected_step_tokens": one_alpha_for_the_step},
+        "forgets the target's token (+1)": {"expected_step_tokens": forgets_the_target_token},
+        "off-by-one γ": {"expected_step_tokens": off_by_one_gamma},
+        "ignores γ": {"expected_step_tokens": ignores_gamma},
+        "drafts as independent (no stop at the first rejection)": {
+            "expected_step_tokens": independent_drafts
+        },
     },
 }

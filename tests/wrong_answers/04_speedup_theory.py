@@ -56,6 +56,18 @@ def ignores_draft_cost(tokens_per_call, t_draft, t_target):
     return max(range(1, 65), key=lambda g: theory.expected_tokens(alpha, g))
 
 
+def accepted_share(tokens_per_call, t_draft, t_target):
+    """α = (tokens per call − 1) / γ: the share of drafts accepted, a biased estimate of α."""
+    alpha = sum((t - 1) / g for g, t in tokens_per_call.items()) / len(tokens_per_call)
+    return theory.optimal_gamma(alpha, t_draft / t_target)
+
+
+def endless_draft(tokens_per_call, t_draft, t_target):
+    """α = 1 − 1 / tokens per call: inverts the γ → ∞ limit 1 / (1 − α) instead of the formula."""
+    alpha = sum(1 - 1 / t for t in tokens_per_call.values()) / len(tokens_per_call)
+    return theory.optimal_gamma(alpha, t_draft / t_target)
+
+
 def naive_alpha(tokens_per_call, t_draft, t_target):
     """α = tokens per call / (γ + 1): reads the share of a full block as the acceptance rate."""
     alpha = sum(t / (g + 1) for g, t in tokens_per_call.items()) / len(tokens_per_call)
@@ -63,17 +75,19 @@ def naive_alpha(tokens_per_call, t_draft, t_target):
 
 
 WRONG_ANSWERS = {
-    "4.1": {
-        "α* = c": alpha_equals_c,
-        "ignores the verification cost r": ignores_verify_cost,
-        "forgets the target's token (+1)": forgets_the_target_token,
-        "off-by-one γ": off_by_one_gamma,
+    "4.1": {  # two answer names: the prediction stays as the student left it
+        "α* = c": {"break_even_alpha": alpha_equals_c},
+        "ignores the verification cost r": {"break_even_alpha": ignores_verify_cost},
+        "forgets the target's token (+1)": {"break_even_alpha": forgets_the_target_token},
+        "off-by-one γ": {"break_even_alpha": off_by_one_gamma},
     },
     "4.2": {
         "c upside down": inverted_c,
         "0-based γ (off by one)": zero_based_gamma,
         "ignores the draft's cost": ignores_draft_cost,
         "α = tokens per call / (γ + 1)": naive_alpha,
+        "α = (tokens per call − 1) / γ": accepted_share,
+        "α = 1 − 1 / tokens per call": endless_draft,
     },
 }
 
@@ -108,6 +122,12 @@ def free_verification(candidates, r=1.0):
     )
 
 
+def rank_at_four_then_tune(candidates, r=1.0):
+    """Ranks the drafts at γ = 4, then tunes γ for the winner."""
+    name = max(candidates, key=lambda n: theory.speedup(*candidates[n][:1], 4, candidates[n][1], r))
+    return name, _best_gamma(*candidates[name], r)
+
+
 def zero_based_choice(candidates, r=1.0):
     """Right draft, but γ as an index into range(64): one less than the best γ."""
     options = [(n, i) for n in candidates for i in range(64)]
@@ -122,4 +142,5 @@ WRONG_ANSWERS["4.3"] = {
     "largest α − c": alpha_minus_c,
     "ignores the verification cost r": free_verification,
     "0-based γ (off by one)": zero_based_choice,
+    "rank the drafts at γ = 4, then tune γ": rank_at_four_then_tune,
 }

@@ -42,14 +42,33 @@ def inverted_c(alpha, c, ks, latencies):
     return max(cost, key=lambda g: theory.speedup(alpha, g, 1 / c, cost[g]))
 
 
+def delegates(ks, latencies, tol=0.1):
+    """Calls profiling.find_knee, the function the exercise asks to write."""
+    from specdec_lab import profiling
+
+    return profiling.find_knee(ks, latencies, tol)
+
+
+def limit_counts_as_paid(ks, latencies, tol=0.1):
+    """Stops at the first k whose latency reaches (not exceeds) (1 + tol) times k = 1."""
+    knee = ks[0]
+    for k, t in zip(ks, latencies, strict=True):
+        if t >= (1 + tol) * latencies[0]:
+            break
+        knee = k
+    return knee
+
+
 WRONG_ANSWERS = {
     "5.1": {
         "first k past the limit": knee_after_the_crossing,
         "ignores the first crossing": last_k_under_the_limit,
+        "delegates to profiling.find_knee": delegates,
+        "the limit itself counts as paid (>= instead of >)": limit_counts_as_paid,
     },
-    "5.2": {
-        "free verification (r = 1)": free_verification,
-        "latency at k = γ (off by one)": verify_k_equals_gamma,
-        "c upside down": inverted_c,
+    "5.2": {  # two answer names: the prediction stays as the student left it
+        "free verification (r = 1)": {"best_gamma_on_device": free_verification},
+        "latency at k = γ (off by one)": {"best_gamma_on_device": verify_k_equals_gamma},
+        "c upside down": {"best_gamma_on_device": inverted_c},
     },
 }

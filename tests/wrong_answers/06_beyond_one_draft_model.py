@@ -67,16 +67,24 @@ def ancestors_without_self(parents):
     return mask & ~torch.eye(n, dtype=torch.bool)
 
 
+def delegates(parents):
+    """Calls lm.tree_ancestry, the function the exercise asks to write."""
+    from specdec_lab import lm
+
+    return lm.tree_ancestry(parents)
+
+
 WRONG_ANSWERS = {
-    "6.1": {
-        "independent trials, 1 − (1 − α)^k": independent_trials,
-        "k·α": k_times_alpha,
-        "α only": alpha_only,
-        "unnormalised residual": unnormalised_residual,
+    "6.1": {  # two answer names: the prediction stays as the student left it
+        "independent trials, 1 − (1 − α)^k": {"accept_any": independent_trials},
+        "k·α": {"accept_any": k_times_alpha},
+        "α only": {"accept_any": alpha_only},
+        "unnormalised residual": {"accept_any": unnormalised_residual},
     },
     "6.2": {
         "causal mask": causal,
         "parent only": parent_only,
         "ancestors without self": ancestors_without_self,
+        "delegates to lm.tree_ancestry": delegates,
     },
 }

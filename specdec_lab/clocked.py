@@ -1,0 +1,92 @@
+"""Notebook 04 §6's measurement: greedy runs of several drafts on one clock, interleaved.
+
+p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192). Every method runs on the
+same prompts, one prompt at a time, the methods interleaved so that background load spreads over
+all of them; the clock is any zero-argument function returning seconds (`time.process_time` on a
+CPU, which another program does not inflate; wall-clock `time.perf_counter` on a GPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from specdec_lab import decoding, profiling, runtime
+
+
+def run_timed(
+    pair: Any,
+    ids: torch.Tensor,
+    draft: Any | None,
+    n_new: int,
+    gamma: int,
+    clock: Callable[[], float],
+) -> tuple[decoding.Generation, float]:
+    """Greedy decoding of `n_new` tokens after `ids`: plain (draft None) or speculative with
+    `draft` at `gamma`. Returns (the run, its seconds on `clock`), the device synchronised."""
+    runtime.synchronize(pair.device)
+    start = clock()
+    if draft is None:
+        run = decoding.autoregressive_generate(
+            pair.target, ids, n_new, temperature=0, vocab_size=pair.vocab_size
+        )
+    else:
+        run = decoding.speculative_generate(
+            pair.target, draft, ids, n_new, gamma, temperature=0, vocab_size=pair.vocab_size
+        )
+    runtime.synchronize(pair.device)
+    return run, clock() - start
+
+
+def timed_greedy_runs(
+    pair: Any,
+    drafts: dict[str, Any],
+    prompts: dict[str, list[torch.Tensor]],
+    plan: dict[str, list[str | None]],
+    n_new: int,
+    gamma: int,
+    rounds: int,
+    clock: Callable[[], float],
+    progress: bool = True,
+) -> tuple[dict[tuple[str, str | None], list], dict[tuple[str, str | None], np.ndarray]]:
+    """For each domain of `plan` ({domain: [None (plain decoding) or a name of `drafts`]}): every
+    method on every prompt of `prompts[domain]`, `rounds` times, interleaved.
+
+    Returns (runs, seconds): runs[(domain, name)] is the first round's Generation per prompt;
+    seconds[(domain, name)] is (prompts,) the median seconds per prompt over the rounds.
+    """
+    first = next(iter(prompts.values()))[0][:8]
+    for name in dict.fromkeys(n for names in plan.values() for n in names):  # warm-up
+        run_timed(pair, first, None if name is None else drafts[name], n_new, gamma, clock)
+    runs: dict[tuple[str, str | None], list] = {}
+    times: dict[tuple[str, str | None, int], list[float]] = {}
+    for domain, names in plan.items():
+        for i, ids in enumerate(tqdm(prompts[domain], desc=domain, disable=not progress)):
+            for _ in range(rounds):
+                for name in names:  # interleaved, so that load spreads over every method
+                    draft = None if name is None else drafts[name]
+                    run, seconds = run_timed(pair, ids, draft, n_new, gamma, clock)
+                    if len(runs.setdefault((domain, name), [])) == i:
+                        runs[domain, name].append(run)
+                    times.setdefault((domain, name, i), []).append(seconds)
+    seconds = {
+        key: np.array([np.median(times[(*key, i)]) for i in range(len(prompts[key[0]]))])
+        for key in runs
+    }
+    return runs, seconds
+
+
+def forward_costs(
+    pair: Any, drafts: dict[str, Any], gamma: int, repeats: int, clock: Callable[[], float]
+) -> tuple[float, float, dict[str, float]]:
+    """Median seconds on `clock` of: one target forward over 1 token, one over γ + 1 tokens (the
+    verification), and one forward over 1 token of each draft (each on top of a KV cache)."""
+    kw = dict(repeats=repeats, clock=clock)
+    t_target_1 = profiling.forward_latency(pair.target, 1, **kw).median
+    t_verify = profiling.forward_latency(pair.target, gamma + 1, **kw).median
+    t_draft_1 = {name: profiling.forward_latency(m, 1, **kw).median for name, m in drafts.items()}
+    return t_target_1, t_verify, t_draft_1
