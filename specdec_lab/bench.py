@@ -568,7 +568,17 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", type=int, default=1, help="CPU threads (default 1; 0 = torch's default)"
     )
     parser.add_argument("--out", type=Path, default=None, help="JSON path (default data/results/)")
+    parser.add_argument(
+        "--vocab-cost",
+        action="store_true",
+        help="only print the loop's own cost per step at V = 151,936 (specdec_lab.vocab_cost)",
+    )
     args = parser.parse_args(argv)
+    if args.vocab_cost:
+        from specdec_lab import vocab_cost
+
+        set_cpu_threads(args.threads or None)
+        return vocab_cost.main(["--threads", str(args.threads)])
     cfg = (
         QUICK
         if args.smoke

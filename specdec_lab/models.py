@@ -129,9 +129,13 @@ class Pair:
         n_t = sum(p.numel() for p in self.target.parameters()) / 1e6
         n_d = sum(p.numel() for p in self.draft.parameters()) / 1e6
         note = f" ({self.note})" if self.note else ""
+        from specdec_lab.lm import runtime_of  # sessions: imported on first use
+
+        runtimes = {runtime_of(self.target), runtime_of(self.draft)}
         return (
             f"pair {self.name!r}{note}: target {n_t:.3g}M params, draft {n_d:.3g}M params, "
-            f"vocab {self.vocab_size}, {self.dtype} on {self.device}"
+            f"vocab {self.vocab_size}, {self.dtype} on {self.device}, runtime "
+            f"{' + '.join(sorted(runtimes))}"
         )
 
 
