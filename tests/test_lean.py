@@ -267,3 +267,18 @@ def test_one_host_sync_per_speculative_step(setting, monkeypatch) -> None:
     )
     assert out.stats.new_tokens == 30 and len(counts) == len(out.stats.steps) > 5
     assert set(counts) == {1}, counts
+
+
+def test_lean_forward_runs_on_the_models_own_parameters(model) -> None:
+    """No copy of the weights: every tensor the lean forward reads is one of the model's own, so
+    its memory is the model's plus the preallocated KV cache of the call."""
+    lean = llama.LeanLlama(model)
+    own = {p.data_ptr() for p in model.parameters()}
+    read = [lean.embed, lean.norm, lean.lm_head]
+    read += [w for layer in lean.layers for w in vars(layer).values() if w is not None]
+    assert all(t.data_ptr() in own for t in read)
+    cache = lean.new_cache(40)
+    c = model.config
+    kv_heads = c.num_key_value_heads or c.num_attention_heads
+    per_position = 2 * c.num_hidden_layers * kv_heads * lean.head_dim * 4  # k and v, fp32
+    assert cache.k.numel() * 4 * 2 == per_position * cache.capacity == per_position * llama.CHUNK
