@@ -100,8 +100,11 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
     p, q: (V,) -> (V,). When p == q the residual is 0/0. A rejection then has probability zero,
     but rounding can still reach this branch, so we fall back to p instead of returning NaN
-    (the NaN bug of jaymody/speculative-sampling #5). vLLM v0 clamped the denominator to
-    `finfo.tiny` instead, which silently returns an all-zero "distribution".
+    (the NaN bug of jaymody/speculative-sampling #5). vLLM v0's rejection sampler clamped the
+    difference p − q from below at `finfo.tiny` before normalising: every token keeps at least
+    that mass, so at p == q its "residual" is uniform over the vocabulary rather than p, and
+    elsewhere the law drifts slightly ("This introduces some drift to the distribution", its own
+    comment). vLLM computed the residual for every position, accepted or not, hence the clamp.
     """
     residual = (p - q).clamp_min(0)  # (V,)
     mass = residual.sum()
