@@ -205,7 +205,8 @@ def test_uncovered_models_fall_back_or_raise() -> None:
     windowed = _model(MistralConfig(**SMALL, num_key_value_heads=2, num_hidden_layers=1))
     windowed.config.sliding_window = 16
     assert "sliding window" in llama.lean_support(windowed)
-    assert lm.runtime_of(windowed) == "hf"  # auto falls back: never silently wrong logits
+    with pytest.warns(UserWarning, match="sliding window: running it with transformers"):
+        assert lm.runtime_of(windowed) == "hf"  # auto falls back, and says so
     with pytest.raises(ValueError, match="sliding window"):
         decoding.autoregressive_generate(windowed, _ids(4), 4, runtime="lean")
     with pytest.raises(ValueError, match="runtime must be one of"):
