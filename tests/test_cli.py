@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import bench, runtime
+from specdec_lab import bench, profiling, runtime
 from specdec_lab.__main__ import main
 from specdec_lab.models import MODELS_DIR, Pair
 
@@ -144,3 +144,30 @@ def test_cli_reports_out_of_memory_while_running_in_one_line(capsys, monkeypatch
     else:
         with pytest.raises(RuntimeError, match="boom"):
             main(["bench", "--smoke"])
+
+
+def test_bench_markdown_renders_a_saved_record(tmp_path, capsys) -> None:
+    pair = _tiny_pair()
+    rows, costs = bench.run_bench(pair, [torch.tensor([1, 2, 3])], bench.QUICK, progress=False)
+    record = {
+        "pair": pair.describe(),
+        "dtype": "float32",
+        "config": {"n_prompts": 1, "domain": "code", "max_new_tokens": 16, "repeats": 1},
+        "costs": costs,
+        "rows": [{**bench.asdict(r), "ratio": r.ratio, "spread": r.spread} for r in rows],
+        "summary": bench.summarize(rows),
+    }
+    path = profiling.save_results(tmp_path / "bench.json", record, "cpu")
+    assert main(["bench", "--markdown", str(path)]) == 0
+    table = capsys.readouterr().out
+    for line in ("| autoregressive (ours) | lean | ", "| speculative (ours) | hf | ", "| tree "):
+        assert line in table
+    assert "**1.00x**" in table and "Isolated forwards on lean" in table
+
+
+def test_readme_speed_table_is_the_recorded_one() -> None:
+    """The README's speed section is generated from the bench record it names."""
+    readme = (MODELS_DIR.parents[1] / "README.md").read_text()
+    start, end = readme.index(bench.README_START), readme.index(bench.README_END)
+    record = profiling.load_results(bench.RESULTS_DIR / "bench-cpu-embedded-code.json")
+    assert readme[start + len(bench.README_START) : end].strip() == bench.markdown_table(record)
