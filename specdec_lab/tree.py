@@ -251,7 +251,7 @@ def tree_speculative_generate(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
-    eos_token_id: int | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
     vocab_size: int | None = None,
     on_step: Callable[[Step], None] | None = None,
     verify_siblings: Callable[..., tuple[int, torch.Tensor]] = multi_draft_sample,
