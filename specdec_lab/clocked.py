@@ -83,10 +83,12 @@ def timed_greedy_runs(
 def forward_costs(
     pair: Any, drafts: dict[str, Any], gamma: int, repeats: int, clock: Callable[[], float]
 ) -> tuple[float, float, dict[str, float]]:
-    """Median seconds on `clock` of: one target forward over 1 token, one over γ + 1 tokens (the
-    verification), and one forward over 1 token of each draft (each on top of a KV cache)."""
+    """Seconds on `clock` (minimum of `repeats`) of: one target forward over 1 token, one over
+    γ + 1 tokens (the verification), and one forward over 1 token of each draft, each on top of
+    a KV cache and through the sessions the decoding loops use (the default runtime), so that
+    c and r are those of the runs they explain."""
     kw = dict(repeats=repeats, clock=clock)
-    t_target_1 = profiling.forward_latency(pair.target, 1, **kw).median
-    t_verify = profiling.forward_latency(pair.target, gamma + 1, **kw).median
-    t_draft_1 = {name: profiling.forward_latency(m, 1, **kw).median for name, m in drafts.items()}
+    t_target_1 = profiling.session_latency(pair.target, 1, **kw)
+    t_verify = profiling.session_latency(pair.target, gamma + 1, **kw)
+    t_draft_1 = {name: profiling.session_latency(m, 1, **kw) for name, m in drafts.items()}
     return t_target_1, t_verify, t_draft_1

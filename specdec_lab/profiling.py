@@ -389,11 +389,18 @@ def forward_latency(
 # --------------------------------------------------------------------------------------------
 
 
-def session_latency(model, k: int, runtime: str = "auto", repeats: int = 7, prefix: int = 32):
+def session_latency(
+    model,
+    k: int,
+    runtime: str = "auto",
+    repeats: int = 7,
+    prefix: int = 32,
+    clock: Callable[[], float] = time.perf_counter,
+):
     """Seconds of one forward over k new tokens after `prefix` cached ones, the way the
     decoding loops run it (`lm.open_session(model, runtime=runtime)`, logits included): the
     minimum of `repeats` after two warm-ups. Compare runtimes with `runtime_sweep`."""
-    return runtime_sweep(model, [k], (runtime,), repeats, prefix)[runtime][0]
+    return runtime_sweep(model, [k], (runtime,), repeats, prefix, clock)[runtime][0]
 
 
 def runtime_sweep(
@@ -402,6 +409,7 @@ def runtime_sweep(
     runtimes: Sequence[str] = ("hf", "lean"),
     repeats: int = 7,
     prefix: int = 32,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
     """Per-call latency (seconds, min of `repeats`) of a k-token forward for every k in `ks`,
     through each runtime's session: {runtime: [t(k) for k in ks]}.
@@ -409,7 +417,7 @@ def runtime_sweep(
     Same weights, same arithmetic: what differs between "hf" (transformers' eager forward) and
     "lean" (`specdec_lab.llama`) is per-call overhead, the third regime next to memory bandwidth
     and compute (notebook 05). Rounds interleave runtimes and ks, so a burst of background load
-    lands on all of them; the minimum is the least disturbed run.
+    lands on all of them; the minimum is the least disturbed run. `clock` is as in `timer`.
     """
     from specdec_lab import lm  # the sessions import transformers: load on first use
 
@@ -424,7 +432,7 @@ def runtime_sweep(
         for rt, session in sessions.items():
             for i, k in enumerate(ks):
                 session.crop(prefix)
-                with timer(model.device) as sw:
+                with timer(model.device, clock) as sw:
                     session.logits(ids[: prefix + k])
                 if round_ >= 2:
                     best[rt][i] = min(best[rt][i], sw.seconds)
