@@ -31,7 +31,18 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from specdec_lab import decoding, drafters, heads, llama, lm, models, profiling, theory, tree
+from specdec_lab import (
+    clocked,
+    decoding,
+    drafters,
+    heads,
+    llama,
+    lm,
+    models,
+    profiling,
+    theory,
+    tree,
+)
 from specdec_lab.models import MODELS_DIR, Pair, load_pair
 from specdec_lab.prompts import load_prompts  # noqa: F401  (notebooks call bench.load_prompts)
 from specdec_lab.runtime import default_device, device_info, set_cpu_threads, synchronize
@@ -144,14 +155,14 @@ def _timed_runs(
 def measure_c(pair: Pair, gamma: int, runtime: str = "auto", repeats: int = 7) -> dict[str, float]:
     """Isolated forwards on a 32-token KV cache, through `runtime`'s sessions (min of `repeats`):
     c = t_draft / t_target for one token, and verify_cost = t_target(γ+1 tokens) / t_target(1)."""
-    t_draft = profiling.session_latency(pair.draft, 1, runtime, repeats)
-    t_target = profiling.session_latency(pair.target, 1, runtime, repeats)
-    t_verify = profiling.session_latency(pair.target, gamma + 1, runtime, repeats)
+    t_target, t_verify, t_draft = clocked.forward_costs(
+        pair, {"draft": pair.draft}, gamma, repeats, runtime=runtime
+    )
     return {
-        "t_draft_ms": 1e3 * t_draft,
+        "t_draft_ms": 1e3 * t_draft["draft"],
         "t_target_ms": 1e3 * t_target,
         "t_verify_ms": 1e3 * t_verify,
-        "c": t_draft / t_target,
+        "c": t_draft["draft"] / t_target,
         "verify_cost": t_verify / t_target,
     }
 

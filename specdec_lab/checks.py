@@ -421,17 +421,6 @@ def exercise_2_1(
     return caught
 
 
-def _hf_lookup(ids: list[int], gamma: int, max_n: int) -> list[int]:
-    """The tokens transformers' prompt lookup proposes after `ids`."""
-    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
-
-    lookup = PromptLookupCandidateGenerator(
-        num_output_tokens=gamma, max_matching_ngram_size=max_n, max_length=10**6
-    )
-    candidates, _ = lookup.get_candidates(torch.tensor([ids]))  # (1, L + γ')
-    return candidates[0, len(ids) :].tolist()
-
-
 def exercise_2_2(ngram_drafter: type, length: int = 3, tol: float = 0.06, delta: float = 1e-6):
     """Exercise 2.2: proposals against transformers' prompt lookup on hand-made and random
     sequences, then the law of whole outputs with the drafter inside `speculative_generate`."""
@@ -445,6 +434,7 @@ def exercise_2_2(ngram_drafter: type, length: int = 3, tol: float = 0.06, delta:
         "PromptLookupDrafter": None,
         "PromptLookupDrafter.propose": (drafters.PromptLookupDrafter, "propose"),
         "hf_lookup": None,
+        "transformers_lookup": None,
     }
     guard = refuse_delegation("2.2", ngram_drafter, forbidden, "the lookup")
     cfg = sampling.SamplingConfig(temperature=1.0)
@@ -496,7 +486,7 @@ def exercise_2_2(ngram_drafter: type, length: int = 3, tol: float = 0.06, delta:
         gamma = int(torch.randint(1, 5, (), generator=case))
         got, want = (
             proposal(ngram_drafter(vocab, max_n=max_n), ids, gamma),
-            _hf_lookup(ids, gamma, max_n),
+            drafters.transformers_lookup(ids, gamma, max_n),
         )
         assert got == want, (
             f"Exercise 2.2: after {ids} (max_n = {max_n}, γ = {gamma}) transformers proposes "

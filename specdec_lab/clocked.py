@@ -8,6 +8,7 @@ CPU, which another program does not inflate; wall-clock `time.perf_counter` on a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -81,13 +82,18 @@ def timed_greedy_runs(
 
 
 def forward_costs(
-    pair: Any, drafts: dict[str, Any], gamma: int, repeats: int, clock: Callable[[], float]
+    pair: Any,
+    drafts: dict[str, Any],
+    gamma: int,
+    repeats: int,
+    clock: Callable[[], float] = time.perf_counter,
+    runtime: str = "auto",
 ) -> tuple[float, float, dict[str, float]]:
     """Seconds on `clock` (minimum of `repeats`) of: one target forward over 1 token, one over
     γ + 1 tokens (the verification), and one forward over 1 token of each draft, each on top of
-    a KV cache and through the sessions the decoding loops use (the default runtime), so that
-    c and r are those of the runs they explain."""
-    kw = dict(repeats=repeats, clock=clock)
+    a KV cache and through the sessions the decoding loops use (`runtime`, the default one
+    unless told), so that c and r are those of the runs they explain."""
+    kw = dict(runtime=runtime, repeats=repeats, clock=clock)
     t_target_1 = profiling.session_latency(pair.target, 1, **kw)
     t_verify = profiling.session_latency(pair.target, gamma + 1, **kw)
     t_draft_1 = {name: profiling.session_latency(m, 1, **kw) for name, m in drafts.items()}

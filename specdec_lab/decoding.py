@@ -309,7 +309,8 @@ def speculative_step(
     #    twin, which makes the same draws; any other verifier runs as given (teaching only).
     if cfg.greedy:
         n, next_token, nan = greedy_verify_on_device(draft_tokens, p_logits)
-        flags = torch.stack([nan, nan.new_zeros(()), nan.new_zeros(()), nan.new_zeros(())])
+        no = nan.new_zeros(())
+        flags = torch.stack([no, nan, no, no])  # `_bad_values`' slots: only p can be bad here
     else:
         p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p, check=False)
         q_probs = q_probs.to(p_probs.device)  # (γ', V)

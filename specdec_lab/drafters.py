@@ -67,6 +67,19 @@ class PromptLookupDrafter:
         """Nothing to roll back: the table is the sequence itself, which the loop owns."""
 
 
+def transformers_lookup(ids: list[int], gamma: int, max_ngram: int) -> list[int]:
+    """What transformers' own prompt lookup (`PromptLookupCandidateGenerator`) proposes after
+    `ids`: the reference `PromptLookupDrafter` is tested against, and exercise 2.2 is checked
+    against."""
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+    theirs = PromptLookupCandidateGenerator(
+        num_output_tokens=gamma, max_matching_ngram_size=max_ngram, max_length=10**6
+    )
+    candidates, _ = theirs.get_candidates(torch.tensor([ids]))  # (1, L + γ')
+    return candidates[0, len(ids) :].tolist()
+
+
 class LookupThenModel:
     """Prompt lookup first, a draft model when it finds nothing.
 
@@ -119,4 +132,4 @@ def one_hot(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return q.scatter_(1, tokens[:, None], 1.0)
 
 
-__all__ = ["LookupThenModel", "PromptLookupDrafter", "one_hot"]
+__all__ = ["LookupThenModel", "PromptLookupDrafter", "one_hot", "transformers_lookup"]
