@@ -1,4 +1,4 @@
-"""Notebook 04 §6's measurement: greedy runs of several drafts on one clock, interleaved.
+"""Notebook 04 §6's measurement: runs of several drafts on one clock, interleaved.
 
 p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192). Every method runs on the
 same prompts, one prompt at a time, the methods interleaved so that background load spreads over
@@ -26,24 +26,24 @@ def run_timed(
     n_new: int,
     gamma: int,
     clock: Callable[[], float],
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
 ) -> tuple[decoding.Generation, float]:
-    """Greedy decoding of `n_new` tokens after `ids`: plain (draft None) or speculative with
-    `draft` at `gamma`. Returns (the run, its seconds on `clock`), the device synchronised."""
+    """Decoding of `n_new` tokens after `ids` (greedy unless told a `temperature`): plain
+    (draft None) or speculative with `draft` at `gamma`. Returns (the run, its seconds on
+    `clock`), the device synchronised."""
+    kw = dict(temperature=temperature, generator=generator, vocab_size=pair.vocab_size)
     runtime.synchronize(pair.device)
     start = clock()
     if draft is None:
-        run = decoding.autoregressive_generate(
-            pair.target, ids, n_new, temperature=0, vocab_size=pair.vocab_size
-        )
+        run = decoding.autoregressive_generate(pair.target, ids, n_new, **kw)
     else:
-        run = decoding.speculative_generate(
-            pair.target, draft, ids, n_new, gamma, temperature=0, vocab_size=pair.vocab_size
-        )
+        run = decoding.speculative_generate(pair.target, draft, ids, n_new, gamma, **kw)
     runtime.synchronize(pair.device)
     return run, clock() - start
 
 
-def timed_greedy_runs(
+def timed_runs(
     pair: Any,
     drafts: dict[str, Any],
     prompts: dict[str, list[torch.Tensor]],
@@ -52,17 +52,22 @@ def timed_greedy_runs(
     gamma: int,
     rounds: int,
     clock: Callable[[], float],
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
     progress: bool = True,
 ) -> tuple[dict[tuple[str, str | None], list], dict[tuple[str, str | None], np.ndarray]]:
     """For each domain of `plan` ({domain: [None (plain decoding) or a name of `drafts`]}): every
-    method on every prompt of `prompts[domain]`, `rounds` times, interleaved.
+    method on every prompt of `prompts[domain]`, `rounds` times, interleaved; greedy, or sampled
+    at `temperature` with draws from `generator`.
 
     Returns (runs, seconds): runs[(domain, name)] is the first round's Generation per prompt;
     seconds[(domain, name)] is (prompts,) the median seconds per prompt over the rounds.
     """
+    sample = dict(temperature=temperature, generator=generator)
     first = next(iter(prompts.values()))[0][:8]
     for name in dict.fromkeys(n for names in plan.values() for n in names):  # warm-up
-        run_timed(pair, first, None if name is None else drafts[name], n_new, gamma, clock)
+        draft = None if name is None else drafts[name]
+        run_timed(pair, first, draft, n_new, gamma, clock, **sample)
     runs: dict[tuple[str, str | None], list] = {}
     times: dict[tuple[str, str | None, int], list[float]] = {}
     for domain, names in plan.items():
@@ -70,7 +75,7 @@ def timed_greedy_runs(
             for _ in range(rounds):
                 for name in names:  # interleaved, so that load spreads over every method
                     draft = None if name is None else drafts[name]
-                    run, seconds = run_timed(pair, ids, draft, n_new, gamma, clock)
+                    run, seconds = run_timed(pair, ids, draft, n_new, gamma, clock, **sample)
                     if len(runs.setdefault((domain, name), [])) == i:
                         runs[domain, name].append(run)
                     times.setdefault((domain, name, i), []).append(seconds)
@@ -79,6 +84,22 @@ def timed_greedy_runs(
         for key in runs
     }
     return runs, seconds
+
+
+def summarise(
+    runs: dict[tuple[str, str | None], list],
+    seconds: dict[tuple[str, str | None], np.ndarray],
+    n_new: int,
+) -> tuple[dict, dict, dict]:
+    """From `timed_runs`' output: (tokens per second per (domain, name); speedup of each draft
+    over plain decoding in its domain; α̂ per draft, pooled over the prompts' steps)."""
+    speed = {key: n_new * len(s) / s.sum() for key, s in seconds.items()}
+    gain = {(d, n): speed[d, n] / speed[d, None] for d, n in runs if n is not None}
+    pooled = {
+        key: decoding.GenerationStats.merge([g.stats for g in rs]) for key, rs in runs.items()
+    }
+    alpha = {key: s.acceptance_rate for key, s in pooled.items() if key[1] is not None}
+    return speed, gain, alpha
 
 
 def forward_costs(

@@ -1,0 +1,76 @@
+"""Tests for specdec_lab.clocked (notebook 04 §6): the interleaved runs and their summary.
+
+A counting clock stands in for time, so nothing here depends on the machine's speed."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from specdec_lab import clocked
+
+VOCAB = 40
+
+
+def tiny_llama(seed: int, layers: int) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        max_position_embeddings=64,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="module")
+def setup():
+    pair = SimpleNamespace(target=tiny_llama(0, 2), device=torch.device("cpu"), vocab_size=VOCAB)
+    drafts = {"small": tiny_llama(1, 1)}
+    prompts = {"code": [torch.tensor([1, 2, 3, 4]), torch.tensor([5, 6, 7])]}
+    return pair, drafts, prompts
+
+
+def counting_clock():
+    """Each call returns the next integer: every run takes exactly one 'second'."""
+    ticks = itertools.count()
+    return lambda: float(next(ticks))
+
+
+def test_greedy_runs_equal_plain_decoding_and_summarise(setup):
+    pair, drafts, prompts = setup
+    plan = {"code": [None, "small"]}
+    runs, seconds = clocked.timed_runs(
+        pair, drafts, prompts, plan, 6, 3, rounds=2, clock=counting_clock(), progress=False
+    )
+    assert set(runs) == {("code", None), ("code", "small")}
+    for plain, spec in zip(runs["code", None], runs["code", "small"], strict=True):
+        assert torch.equal(plain.tokens, spec.tokens)  # greedy speculative == greedy plain
+    assert all(s.tolist() == [1.0, 1.0] for s in seconds.values())  # medians of 1 s runs
+    speed, gain, alpha = clocked.summarise(runs, seconds, 6)
+    assert speed == {("code", None): 6.0, ("code", "small"): 6.0}
+    assert gain == {("code", "small"): 1.0}  # plain decoding has no gain, no α
+    assert set(alpha) == {("code", "small")} and 0.0 <= alpha["code", "small"] <= 1.0
+
+
+def test_sampled_runs_follow_the_generator(setup):
+    pair, drafts, prompts = setup
+    plan = {"code": [None, "small"]}
+
+    def sampled(seed: int):
+        runs, _ = clocked.timed_runs(
+            pair, drafts, prompts, plan, 8, 3, 1, counting_clock(),
+            temperature=1.0, generator=torch.Generator().manual_seed(seed), progress=False,
+        )  # fmt: skip
+        return [g.tokens.tolist() for key in sorted(runs, key=str) for g in runs[key]]
+
+    greedy, _ = clocked.timed_runs(pair, drafts, prompts, plan, 8, 3, 1, counting_clock())
+    assert sampled(0) == sampled(0)  # one seed, one set of runs
+    assert sampled(0) != sampled(1)
+    assert sampled(0) != [g.tokens.tolist() for key in sorted(greedy, key=str) for g in greedy[key]]
