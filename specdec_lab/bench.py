@@ -152,11 +152,18 @@ def _timed_runs(
     return _Timed(rates, [statistics.median(r) for r in per_prompt], outputs)
 
 
-def measure_c(pair: Pair, gamma: int, runtime: str = "auto", repeats: int = 7) -> dict[str, float]:
-    """Isolated forwards on a 32-token KV cache, through `runtime`'s sessions (min of `repeats`):
-    c = t_draft / t_target for one token, and verify_cost = t_target(γ+1 tokens) / t_target(1)."""
+def measure_c(
+    pair: Pair,
+    gamma: int,
+    runtime: str = "auto",
+    repeats: int = 7,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """Isolated forwards on a 32-token KV cache, through `runtime`'s sessions (min of `repeats`
+    on `clock`): c = t_draft / t_target for one token, and verify_cost = t_target(γ+1 tokens) /
+    t_target(1)."""
     t_target, t_verify, t_draft = clocked.forward_costs(
-        pair, {"draft": pair.draft}, gamma, repeats, runtime=runtime
+        pair, {"draft": pair.draft}, gamma, repeats, clock=clock, runtime=runtime
     )
     return {
         "t_draft_ms": 1e3 * t_draft["draft"],
