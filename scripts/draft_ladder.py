@@ -21,7 +21,7 @@ import statistics
 import torch
 from tqdm.auto import tqdm
 
-from specdec_lab import decoding, lm, models, profiling, runtime
+from specdec_lab import acceptance, decoding, lm, models, profiling, runtime
 from specdec_lab.prompts import load_prompts
 
 DRAFTS = ("draft-small", "draft", "draft-prose", "draft-large")
@@ -98,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         info = log.get("target" if own else name, {})
         entry["heldout_alpha_T1"] = info.get("alpha")
-        entry["train_minutes"] = round(info.get("wall_s", 0) / 60, 1) or None
-        entry["train_tokens"] = info.get("tokens_seen")
+        if not own:  # distillation against the target, over every recorded stage
+            minutes, mtokens = acceptance.training_budget(log, name)
+            entry["train_minutes"], entry["train_tokens"] = minutes, round(mtokens * 1e6)
         gammas = [g for g in args.gammas if not own or g <= 3]  # c ~ 1: a few γ show the loss
         for t in (0.0, 1.0):
             rows = {g: tokens_per_s(spec(draft, g, t), prompts, args.repeats) for g in gammas}

@@ -76,6 +76,20 @@ def gof_pvalue(counts, expected_probs, min_expected: float = 5.0) -> float:
     return float(sps.chisquare(obs_bins, exp_bins).pvalue)
 
 
+def homogeneity_pvalue(successes, trials) -> float:
+    """χ² p-value of "every group has the same success rate", from each group's successes and
+    trials (a 2 x groups contingency table, scipy.stats.chi2_contingency)."""
+    successes, trials = np.asarray(successes, dtype=float), np.asarray(trials, dtype=float)
+    if successes.shape != trials.shape or successes.ndim != 1 or len(successes) < 2:
+        raise ValueError("need one success count and one trial count per group, two groups or more")
+    if (successes < 0).any() or (successes > trials).any():
+        raise ValueError("need 0 <= successes <= trials in every group")
+    table = np.stack([successes, trials - successes])  # (2, groups)
+    if (table.sum(axis=1) == 0).any():
+        return 1.0  # all successes or all failures: every rate is the same
+    return float(sps.chi2_contingency(table, correction=False).pvalue)
+
+
 def encode_sequences(seqs, vocab_size: int) -> np.ndarray:
     """Map token sequences (N, m) to outcome indices in [0, V^m) (base-V digits, first = most)."""
     seqs = np.asarray(seqs, dtype=np.int64)

@@ -205,3 +205,15 @@ def test_sample_size_bound() -> None:
     assert 2**10 * math.exp(-2 * n * 0.05**2) <= 1e-6  # the bound P(TV ≥ t) ≤ 2^k e^(-2Nt²)
     assert stats.power_lower_bound(0.3, 0.05, n, 10) > 1 - 1e-6
     assert stats.power_lower_bound(0.05, 0.05, n, 10) == 0.0  # no power at the tolerance itself
+
+
+def test_homogeneity_pvalue_tells_equal_rates_from_different_ones():
+    same = stats.homogeneity_pvalue([700, 350, 1400], [1000, 500, 2000])  # 0.7 everywhere
+    assert same > 0.99
+    differ = stats.homogeneity_pvalue([700, 800], [1000, 1000])  # 0.7 vs 0.8, n = 1000 each
+    assert differ < 1e-5
+    assert stats.homogeneity_pvalue([10, 20], [10, 20]) == 1.0  # every trial a success
+    with pytest.raises(ValueError):
+        stats.homogeneity_pvalue([5, 11], [10, 10])
+    with pytest.raises(ValueError):
+        stats.homogeneity_pvalue([5], [10])
