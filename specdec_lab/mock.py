@@ -5,7 +5,7 @@ A `MockLM` scores the next token from the last *two* tokens,
 
     logits(x_t | x_<t) = sharpness · (A[x_{t-1}] + B[x_{t-2}]),
 
-so, unlike the seed blog's `MockLanguageModel` (whose distribution depends on the last token
+so, unlike notebook 01's toy `SeedMockLM` (whose distribution depends on the last token
 only), a cache of one token is not enough. `logits(ids)` scores every position of a sequence in one
 call, which is what "one parallel target forward over γ+1 positions" means.
 
