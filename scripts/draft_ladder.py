@@ -6,10 +6,11 @@ For each draft in data/models (draft-small, draft, draft-prose, draft-large) and
 degenerate "draft too large", the target itself: c (one-token forward of the draft over the
 target's, min of 7, through the sessions the decoding loop uses), then speculative decoding at
 every γ in 1..8, greedy and at T = 1, against autoregressive decoding on the same prompts (median
-of 3 repeats). The best γ per draft and temperature, its speedup and the α measured in the loop
-go to data/results/draft-ladder-<device>.json with the machine it ran on; the held-out α of each
-draft (T = 1, from its training log) and its training budget come along from training.json, so
-the training time a comparison hides is on the record next to it.
+of 3 repeats; autoregressive decoding is measured again beside each draft). The best γ per draft
+and temperature, its speedup and the α measured in the loop go to
+data/results/draft-ladder-<device>.json with the machine it ran on; the held-out α of each draft
+(T = 1, from its training log) and its training budget come along from training.json, so the
+training time a comparison hides is on the record next to it.
 """
 
 from __future__ import annotations
@@ -81,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run
 
-    baseline = {t: tokens_per_s(ar(t), prompts, args.repeats)[0] for t in (0.0, 1.0)}
-    record: dict = {"t_target_ms": 1e3 * t_target, "autoregressive_tokens_per_s": baseline}
-    record["drafts"] = {}
+    record: dict = {"t_target_ms": 1e3 * t_target, "drafts": {}}
     names = [*args.drafts, "target (as its own draft)"]
     for name in tqdm(names, desc="drafts"):
         own = name.startswith("target")
@@ -92,9 +91,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipped {name}: {path} not found")
             continue
         draft = target if own else models.load_model(str(path), device, torch.float32)
+        # The baseline is measured again beside each draft, so that a machine whose speed drifts
+        # over the run (another job starting or stopping) does not tilt the later ratios.
+        baseline = {t: tokens_per_s(ar(t), prompts, args.repeats)[0] for t in (0.0, 1.0)}
         entry = {
             "params": sum(p.numel() for p in draft.parameters()),
-            "c": profiling.session_latency(draft, 1) / t_target,
+            "c": profiling.session_latency(draft, 1) / profiling.session_latency(target, 1),
+            "autoregressive_tokens_per_s": baseline,
         }
         info = log.get("target" if own else name, {})
         entry["heldout_alpha_T1"] = info.get("alpha")
