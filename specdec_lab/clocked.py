@@ -53,21 +53,25 @@ def timed_runs(
     rounds: int,
     clock: Callable[[], float],
     temperature: float = 0.0,
-    generator: torch.Generator | None = None,
+    seed: int = 0,
     progress: bool = True,
 ) -> tuple[dict[tuple[str, str | None], list], dict[tuple[str, str | None], np.ndarray]]:
     """For each domain of `plan` ({domain: [None (plain decoding) or a name of `drafts`]}): every
     method on every prompt of `prompts[domain]`, `rounds` times, interleaved; greedy, or sampled
-    at `temperature` with draws from `generator`.
+    at `temperature`. A sampled run on prompt i draws from a generator seeded `seed + i`, so every
+    round repeats the same work and the fastest round is the least disturbed one.
 
     Returns (runs, seconds): runs[(domain, name)] is the first round's Generation per prompt;
-    seconds[(domain, name)] is (prompts,) the median seconds per prompt over the rounds.
+    seconds[(domain, name)] is (prompts,) the minimum seconds per prompt over the rounds.
     """
-    sample = dict(temperature=temperature, generator=generator)
+
+    def sample(i: int) -> dict:
+        return dict(temperature=temperature, generator=torch.Generator().manual_seed(seed + i))
+
     first = next(iter(prompts.values()))[0][:8]
     for name in dict.fromkeys(n for names in plan.values() for n in names):  # warm-up
         draft = None if name is None else drafts[name]
-        run_timed(pair, first, draft, n_new, gamma, clock, **sample)
+        run_timed(pair, first, draft, n_new, gamma, clock, **sample(0))
     runs: dict[tuple[str, str | None], list] = {}
     times: dict[tuple[str, str | None, int], list[float]] = {}
     for domain, names in plan.items():
@@ -75,13 +79,12 @@ def timed_runs(
             for _ in range(rounds):
                 for name in names:  # interleaved, so that load spreads over every method
                     draft = None if name is None else drafts[name]
-                    run, seconds = run_timed(pair, ids, draft, n_new, gamma, clock, **sample)
+                    run, seconds = run_timed(pair, ids, draft, n_new, gamma, clock, **sample(i))
                     if len(runs.setdefault((domain, name), [])) == i:
                         runs[domain, name].append(run)
                     times.setdefault((domain, name, i), []).append(seconds)
     seconds = {
-        key: np.array([np.median(times[(*key, i)]) for i in range(len(prompts[key[0]]))])
-        for key in runs
+        key: np.array([min(times[(*key, i)]) for i in range(len(prompts[key[0]]))]) for key in runs
     }
     return runs, seconds
 
