@@ -55,7 +55,7 @@ lint: $(STAMP)  ## ruff (code and notebooks), committed notebooks stripped, stud
 	@if $(IN_GIT); then git checkout-index --prefix=$(COMMITTED)/ -- $$(git ls-files 'notebooks/*.ipynb' 'workshop/*.ipynb'); \
 	else cp -r notebooks workshop $(COMMITTED)/; fi
 	cd $(COMMITTED) && $(CURDIR)/$(BIN)/nbstripout --verify $$(find notebooks workshop -name '*.ipynb')
-	$(BIN)/python -m specdec_lab.exercises --check --src $(COMMITTED)/notebooks --out $(COMMITTED)/workshop
+	$(BIN)/python -m specdec_lab workshop --check --src $(COMMITTED)/notebooks --out $(COMMITTED)/workshop
 	$(BIN)/python scripts/section_budget.py >/dev/null  # every core section fits its minutes; README agenda current
 
 demo: $(STAMP)  ## speculative decoding in the terminal, with accepted and corrected tokens colored
@@ -65,7 +65,7 @@ bench: $(STAMP)  ## side-by-side speed benchmark; writes data/results/
 	$(BIN)/python -m specdec_lab bench
 
 workshop: $(STAMP)  ## regenerate workshop/ from notebooks/ (resets the student notebooks)
-	$(BIN)/python -m specdec_lab.exercises
+	$(BIN)/python -m specdec_lab workshop
 
 site: $(STAMP)  ## run the notebooks on the CPU and build the HTML course into _site/
 	$(BIN)/python scripts/build_site.py

@@ -119,7 +119,7 @@ def build_site(
     `run=False` renders the notebooks as they are stored (already executed, or without outputs).
     `only` keeps the notebooks whose name starts with one of its prefixes.
     """
-    from specdec_lab.exercises import list_exercises
+    from specdec_lab.course.exercises import list_exercises
 
     sources = sorted(src_dir.glob("*.ipynb"))
     if only:

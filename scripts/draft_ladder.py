@@ -16,14 +16,16 @@ training time a comparison hides is on the record next to it.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 
 import torch
 from tqdm.auto import tqdm
+from transformers import AutoTokenizer
 
-from specdec_lab import acceptance, decoding, lm, models, profiling, runtime
-from specdec_lab.prompts import load_prompts
+from specdec_lab import data, decoding, drafters, env, models
+from specdec_lab.data import load_prompts
+from specdec_lab.engine import sessions
+from specdec_lab.measure import acceptance, records, timing
 
 DRAFTS = ("draft-small", "draft", "draft-prose", "draft-large")
 
@@ -51,19 +53,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--drafts", nargs="+", default=list(DRAFTS))
     args = parser.parse_args(argv)
-    runtime.set_cpu_threads(1)
+    env.set_cpu_threads(1)
     device = torch.device("cpu")
-    log = json.loads((models.MODELS_DIR / "training.json").read_text())["models"]
-    target = models.load_model(str(models.MODELS_DIR / "target"), device, torch.float32)
-    tokenizer = models._load("tokenizer", str(models.MODELS_DIR / "target"))
-    vocab = models.vocab_size_of(target)
+    log = data.load_training_log()["models"]
+    target = models.load_model(str(data.MODELS_DIR / "target"), device, torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(data.MODELS_DIR / "target")
+    vocab = sessions.vocab_size_of(target)
     n_new = args.max_new_tokens
     prompts = [
         models.encode_prompt(tokenizer, p["text"])
         for domain in ("code", "prose")
         for p in load_prompts(domain, args.prompts)
     ]
-    t_target = profiling.session_latency(target, 1)
+    t_target = timing.session_latency(target, 1)
 
     def ar(temperature):
         def run(ids, i):
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     def spec(draft, gamma, temperature):
         def run(ids, i):
             gen = torch.Generator().manual_seed(i)
-            drafter = decoding.ModelDrafter(lm.open_session(draft, vocab))
+            drafter = drafters.ModelDrafter(sessions.open_session(draft, vocab))
             return decoding.speculative_generate(
                 target, drafter, ids, n_new, gamma, temperature=temperature, generator=gen
             )
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [*args.drafts, "target (as its own draft)"]
     for name in tqdm(names, desc="drafts"):
         own = name.startswith("target")
-        path = models.MODELS_DIR / ("target" if own else name)
+        path = data.MODELS_DIR / ("target" if own else name)
         if not (path / "config.json").exists():
             print(f"skipped {name}: {path} not found")
             continue
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline = {t: tokens_per_s(ar(t), prompts, args.repeats)[0] for t in (0.0, 1.0)}
         entry = {
             "params": sum(p.numel() for p in draft.parameters()),
-            "c": profiling.session_latency(draft, 1) / profiling.session_latency(target, 1),
+            "c": timing.session_latency(draft, 1) / timing.session_latency(target, 1),
             "autoregressive_tokens_per_s": baseline,
         }
         info = log.get("target" if own else name, {})
@@ -121,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{entry['T1']['speedup']:.2f}x at γ={entry['T1']['best_gamma']} "
             f"(α {entry['T1']['alpha_in_loop']:.2f})"
         )
-    path = profiling.save_results(
-        profiling.RESULTS_DIR / f"draft-ladder-{device.type}.json", record, device
+    path = records.save_results(
+        data.RESULTS_DIR / f"draft-ladder-{device.type}.json", record, device
     )
     print(f"wrote {path}")
     return 0

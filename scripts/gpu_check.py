@@ -5,7 +5,7 @@
     SPECDEC_LAB_FORCE_GPU_PATHS=1 python scripts/gpu_check.py   # GPU dry run on a CPU
 
 Writes data/results/gpu-profile.json (notebook 05's measurements, in the schema documented in
-`specdec_lab.profiling`), data/results/gpu-bench.json (`python -m specdec_lab bench` on the
+`specdec_lab.measure.profiling`), data/results/gpu-bench.json (`python -m specdec_lab bench` on the
 embedded pair, in bfloat16 as on a GPU) and data/results/gpu-notebooks.json (every notebook run
 top to bottom on the device, as plain Python: pass or the first error, and seconds), each with
 the device it ran on. Needs no internet:
@@ -24,13 +24,14 @@ import time
 import torch
 from tqdm.auto import tqdm
 
-from specdec_lab import models, profiling, runtime, theory
+from specdec_lab import data, env, models, theory
+from specdec_lab.measure import profiling, records
 
-RESULTS = profiling.RESULTS_DIR
+RESULTS = data.RESULTS_DIR
 
 
 def profile(device: torch.device, smoke: bool) -> dict:
-    gpu = runtime.gpu_paths(device)
+    gpu = env.gpu_paths(device)
     dtype = torch.bfloat16 if gpu else torch.float32
     ladder = ("tiny-1M", "small-29M") if smoke else profiling.GPU_LADDER
     if gpu:
@@ -58,7 +59,7 @@ def profile(device: torch.device, smoke: bool) -> dict:
             break
         finally:
             model = None
-            runtime.release_memory(device)
+            env.release_memory(device)
         out["models"][name] = {
             "params": profiling.param_count(profiling.LADDER[name]),
             "ks": ks,
@@ -154,20 +155,20 @@ def main(argv: list[str] | None = None) -> int:
         "--notebooks", nargs="*", default=None, help="notebooks to run (default: all; none: skip)"
     )
     args = parser.parse_args(argv)
-    device = runtime.default_device()
-    if device.type == "cpu" and not (args.smoke or runtime.dry_run(device)):
+    device = env.default_device()
+    if device.type == "cpu" and not (args.smoke or env.dry_run(device)):
         print(
-            f"no GPU found: run with --smoke, or set {runtime.FORCE_GPU_PATHS}=1 for a GPU dry run",
+            f"no GPU found: run with --smoke, or set {env.FORCE_GPU_PATHS}=1 for a GPU dry run",
             file=sys.stderr,
         )
         return 2
-    smoke = args.smoke or runtime.dry_run(device)
+    smoke = args.smoke or env.dry_run(device)
     tag = device.type
     prefix = (
         "smoke" if smoke else "gpu"
     )  # smoke records are git-ignored, never "recorded GPU results"
     start = time.perf_counter()
-    path = profiling.save_results(
+    path = records.save_results(
         RESULTS / f"{prefix}-profile-{tag}.json", profile(device, smoke), device
     )
     print(f"wrote {path} ({time.perf_counter() - start:.0f} s)")
@@ -181,12 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if smoke:
         bench.append("--smoke")
-    if runtime.gpu_paths(device):  # what a GPU loads by default; exactness is then not asserted
+    if env.gpu_paths(device):  # what a GPU loads by default; exactness is then not asserted
         bench += ["--dtype", "bfloat16"]
     status = subprocess.call(bench)
     if args.notebooks is None or args.notebooks:  # every notebook, on the device
         results = run_notebooks(args.notebooks or None)
-        path = profiling.save_results(RESULTS / f"{prefix}-notebooks-{tag}.json", results, device)
+        path = records.save_results(RESULTS / f"{prefix}-notebooks-{tag}.json", results, device)
         print(f"wrote {path}")
         status = status or int(not all(r["ok"] for r in results.values()))
     return status

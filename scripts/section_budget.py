@@ -9,7 +9,7 @@ this script counts:
   answers stay collapsed until a learner opens them);
 - **lines**: non-blank lines of its code cells that a learner sees, i.e. not collapsed
   (``metadata.jupyter.source_hidden``), with every solution region counted as the one line that
-  replaces it in the student notebook (``specdec_lab.exercises``).
+  replaces it in the student notebook (``specdec_lab.course.exercises``).
 
 A core section may carry at most ``WORDS_PER_MIN`` words and ``LINES_PER_MIN`` visible code lines
 per minute; the script exits 1 when one does not, or when a ``##`` heading has no marker. A
@@ -34,7 +34,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from any directory
 
-from specdec_lab import exercises  # noqa: E402
+from specdec_lab.course import exercises  # noqa: E402
 
 WORDS_PER_MIN = 45
 LINES_PER_MIN = 6

@@ -17,21 +17,23 @@ from pathlib import Path
 
 import torch
 
-from specdec_lab import bench, corpus, decoding, models, runtime
+from specdec_lab import data, decoding, env, models
+from specdec_lab.course import corpus
+from specdec_lab.measure import bench
 
 N_NEW = 96
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--target", type=Path, default=models.MODELS_DIR / "target")
-    ap.add_argument("--log", type=Path, default=models.MODELS_DIR / "training.json")
+    ap.add_argument("--target", type=Path, default=data.MODELS_DIR / "target")
+    ap.add_argument("--log", type=Path, default=data.MODELS_DIR / "training.json")
     args = ap.parse_args()
-    runtime.set_cpu_threads(1)
+    env.set_cpu_threads(1)
     target = models.load_model(str(args.target), device="cpu", dtype=torch.float32)
     tokenizer = corpus.load_tokenizer(args.target)
     generated = []
-    for prompt in bench.load_prompts("code"):
+    for prompt in data.load_prompts("code"):
         ids = models.encode_prompt(tokenizer, prompt["text"])
         out = decoding.autoregressive_generate(target, ids, N_NEW, 0.0, vocab_size=len(tokenizer))
         generated.append(bench.repeated_ngram_fraction(out.tokens.tolist()))

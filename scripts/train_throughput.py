@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specdec_lab import corpus, profiling, train
+from specdec_lab.course import corpus, train
+from specdec_lab.measure import profiling
 
 
 def _steps(model, opt, tokens, context, batch, seconds, bf16, gen) -> tuple[int, float]:

@@ -2,6 +2,30 @@
 
 Notation follows Leviathan, Kalman & Matias, "Fast Inference from Transformers via Speculative
 Decoding" (arXiv:2211.17192): p is the target model's distribution, q the draft model's.
+
+The map, in the order a module may import (each room imports only rooms above it; the layering
+is checked by tests/test_layout.py):
+
+    the foundation   env       where am I: device, seeding, threads, GPU dry run, synchronise
+                     data      where the course's files are: prompts, models, results
+                     theory    the closed forms: tokens per call, speedup, the best γ
+                     sampling  logits -> the distributions tokens are drawn from
+    engine/          how a real model runs under the loop: sessions, the lean Llama forward,
+                     the on-device verifier, output logits
+    the algorithm    verify    THE acceptance rule, as pure functions of probabilities
+                     drafters  the Drafter protocol: a draft model, prompt lookup, adaptive γ
+                     decoding  the loop: one speculative step, autoregressive decoding
+                     tree      token trees, verified in one forward
+                     heads     the EAGLE-style draft head and its drafter
+    proof/           how the course proves the algorithm exact: mock models, statistics, the
+                     broken samplers the checks must reject
+    display          traces and plots of runs and proofs
+    models/          where weights come from: the pairs, the memory guard, tiny stand-ins
+    measure/         numbers on this machine: timing, profiling, records, the benchmark
+    course/          what produces the course: the exercises' checks, the workshop, training
+    cli/             the command-line tools behind `python -m specdec_lab`
+
+(`inputs` holds the input checks the loops share.)
 """
 
 __version__ = "0.1.0"

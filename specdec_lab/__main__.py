@@ -1,29 +1,45 @@
-"""`python -m specdec_lab <command>`: demo, bench and train."""
+"""`python -m specdec_lab <command>`: the one entry point of the course's command-line tools.
+
+demo        speculative decoding in the terminal, accepted and corrected tokens coloured
+bench       the side-by-side speed benchmark; writes data/results/
+train       train a model preset (the shipped pair's recipe is in data/models/README.md)
+train-head  train the EAGLE-style draft head
+workshop    regenerate (or --check, --list) the student notebooks in workshop/
+vocab-cost  the loop's own cost per step as the vocabulary grows
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from specdec_lab.cli import bench, demo, train, train_head, vocab_cost, workshop
+from specdec_lab.models import PairUnavailableError, is_out_of_memory
+
+COMMANDS = {
+    "demo": demo.main,
+    "bench": bench.main,
+    "train": train.main,
+    "train-head": train_head.main,
+    "workshop": workshop.main,
+    "vocab-cost": vocab_cost.main,
+}
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m specdec_lab", description=__doc__)
-    parser.add_argument("command", choices=["demo", "bench", "train"])
+    parser = argparse.ArgumentParser(
+        prog="python -m specdec_lab",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("command", choices=list(COMMANDS))
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
         return 0 if argv else 2
     command, rest = parser.parse_args(argv[:1]).command, argv[1:]
-    if command == "demo":
-        from specdec_lab.demo import main as run
-    elif command == "bench":
-        from specdec_lab.bench import main as run
-    else:
-        from specdec_lab.train import main as run
-    from specdec_lab.models import PairUnavailableError, is_out_of_memory
-
     try:
-        return run(rest)
+        return COMMANDS[command](rest)
     except (FileNotFoundError, ValueError, PairUnavailableError) as err:  # the user can fix these
         print(f"python -m specdec_lab {command}: {err}", file=sys.stderr)
         return 2

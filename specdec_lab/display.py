@@ -21,11 +21,13 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from specdec_lab.stats import tv_distance, tv_tolerance
+from specdec_lab import data
+from specdec_lab.proof.stats import tv_distance, tv_tolerance
 
 KINDS = ("accepted", "rejected", "discarded", "correction", "bonus")
 """What happened to a token in a speculative step (see `trace`)."""
@@ -345,16 +347,10 @@ __all__ = [
 ]
 
 
-def greedy_loop_note(training_json: str | Any | None = None) -> str:
-    """One sentence, read from data/models/training.json ("quality"), on how much the embedded
-    target's greedy text repeats itself: print it beside every greedy measurement."""
-    import json
-    from pathlib import Path
-
-    path = Path(training_json) if training_json else Path(__file__).resolve().parents[1]
-    if path.is_dir():
-        path = path / "data" / "models" / "training.json"
-    quality = json.loads(path.read_text(encoding="utf-8"))["quality"]["data/models/target"]
+def greedy_loop_note(training_log: str | Path | None = None) -> str:
+    """One sentence, read from the training log ("quality"), on how much the embedded target's
+    greedy text repeats itself: print it beside every greedy measurement."""
+    quality = data.load_training_log(training_log)["quality"]["data/models/target"]
     return (
         "Greedy caveat: this target's greedy text loops. Over {n}-token greedy continuations of "
         "the 8 code prompts, a median {own:.0%} of 4-grams repeat an earlier one (human-written "

@@ -1,11 +1,19 @@
-"""Drafters that are not a second model: prompt lookup (an n-gram table over the sequence itself),
-alone or in front of a draft model (`LookupThenModel`).
+"""Drafters: whatever proposes the γ tokens the target verifies, behind one small protocol.
 
-Every drafter implements the `Drafter` protocol of `specdec_lab.decoding`:
-`propose(ids, gamma, cfg, generator) -> (tokens (γ',), q_probs (γ', V))` with γ' ≤ γ, plus
-`crop(length)` and a `calls` counter. A deterministic drafter reports **one-hot** q (the
-distribution its tokens really come from): a draft x is then kept with probability p(x), and the
-residual after a rejection is p with x removed, renormalised. The output law is unchanged.
+Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ = draft length.
+
+Every drafter is a `Drafter`: `propose(ids, gamma, cfg, generator) -> (tokens (γ',), q_probs
+(γ', V))` with γ' ≤ γ, where q_probs are the distributions the tokens were really drawn from,
+plus `crop`, `reserve`, `update` and the `calls` / `seconds` counters the statistics read.
+
+- `ModelDrafter`: a small model, run autoregressively on top of its own KV cache;
+- `HeuristicGamma`: transformers' adaptive draft length, around any drafter;
+- `PromptLookupDrafter`: an n-gram table over the sequence itself (no model);
+- `LookupThenModel`: prompt lookup first, the draft model when it finds nothing.
+
+A deterministic drafter reports **one-hot** q: a draft x is then kept with probability p(x), and
+the residual after a rejection is p with x removed, renormalised. The output law is unchanged.
+`as_drafter` completes any object with a `propose` (a learner's own drafter) to the protocol.
 """
 
 from __future__ import annotations
@@ -13,11 +21,170 @@ from __future__ import annotations
 import time
 
 import torch
+from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
-from specdec_lab.sampling import SamplingConfig
+from specdec_lab.engine.sessions import Session
+from specdec_lab.sampling import SamplingConfig, draft_token
 
 
-class PromptLookupDrafter:
+class Drafter:
+    """The protocol every drafter implements; subclasses override what they need.
+
+    `vocab_size` is the width of the q rows it proposes (None: not known); `calls` counts its
+    model's forwards (or its proposals, for a table) and `seconds` the time spent drafting.
+    """
+
+    vocab_size: int | None = None
+    calls: int = 0
+    seconds: float = 0.0
+
+    def propose(
+        self, ids: torch.Tensor, gamma: int, cfg: SamplingConfig, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draft up to `gamma` tokens after `ids` (L,): tokens (γ',) and their q_probs (γ', V).
+
+        q_probs must be the distributions the tokens were drawn from (one-hot for a
+        deterministic drafter such as an n-gram table). Proposing fewer than `gamma` is allowed.
+        """
+        raise NotImplementedError
+
+    def crop(self, length: int) -> None:
+        """The sequence was cut back to `length` tokens: forget anything drafted beyond it."""
+
+    def reserve(self, positions: int) -> None:
+        """A call will hold at most `positions` tokens: preallocate a cache if there is one."""
+
+    def update(self, drafted: int, accepted: int) -> None:
+        """The outcome of the step this drafter drafted for (adaptive drafters learn from it)."""
+
+
+class _Completed(Drafter):
+    """An object with `propose` (and maybe `crop`, `calls`, `seconds`, `vocab_size`), completed
+    to the `Drafter` protocol once, so that the loop never asks what a drafter can do."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.vocab_size = getattr(inner, "vocab_size", None)
+
+    @property
+    def calls(self) -> int:
+        return getattr(self.inner, "calls", 0)
+
+    @property
+    def seconds(self) -> float:
+        return getattr(self.inner, "seconds", float("nan"))  # NaN: it does not count them
+
+    def propose(self, ids, gamma, cfg, generator):
+        return self.inner.propose(ids, gamma, cfg, generator)
+
+    def crop(self, length: int) -> None:
+        if hasattr(self.inner, "crop"):
+            self.inner.crop(length)
+
+
+def as_drafter(obj) -> Drafter:
+    """`obj` as a `Drafter`: a Drafter as it is, any other object with `propose` completed."""
+    if isinstance(obj, Drafter):
+        return obj
+    if not callable(getattr(obj, "propose", None)):
+        raise TypeError(
+            f"a drafter needs a propose(ids, gamma, cfg, generator) method; got {type(obj).__name__}"
+        )
+    return _Completed(obj)
+
+
+class ModelDrafter(Drafter):
+    """A draft model, run autoregressively for γ tokens on top of its own KV cache.
+
+    `confidence_threshold` is transformers' `assistant_confidence_threshold`: stop drafting
+    early, after a token to which the draft gave probability below the threshold (at T = 0, the
+    draft's top probability). The stop depends only on the draft's own proposals, so the output
+    law is unchanged; it only trades target work for draft work.
+    """
+
+    def __init__(self, session: Session, confidence_threshold: float | None = None) -> None:
+        if confidence_threshold is not None and not 0.0 <= confidence_threshold <= 1.0:
+            raise ValueError(f"confidence_threshold must lie in [0, 1], got {confidence_threshold}")
+        self.session = session
+        self.vocab_size = session.vocab_size
+        self.confidence_threshold = confidence_threshold
+        self.seconds = 0.0  # wall time inside `propose`: forwards and sampling
+
+    @property
+    def calls(self) -> int:
+        return self.session.calls
+
+    def propose(
+        self, ids: torch.Tensor, gamma: int, cfg: SamplingConfig, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        t0 = time.perf_counter()
+        tokens, q_probs = [], []
+        for _ in range(gamma):
+            logits = self.session.logits(ids, last=1)[-1]  # (V,) on the model's device
+            # No NaN check here (a host sync per token): the verifier's fused check reads q.
+            x, q = draft_token(logits, cfg, generator, check=False)  # q None when greedy
+            if q is not None:
+                q_probs.append(q)
+            tokens.append(x)
+            ids = torch.cat([ids, x[None]])
+            if self.confidence_threshold is not None:
+                confidence = logits.softmax(-1)[x] if cfg.greedy else q[x]
+                if confidence < self.confidence_threshold:
+                    break
+        self.seconds += time.perf_counter() - t0
+        return stack_proposal(tokens, q_probs, self.vocab_size, ids.device, cfg.greedy)
+
+    def crop(self, length: int) -> None:
+        self.session.crop(length)
+
+    def reserve(self, positions: int) -> None:
+        self.session.reserve(positions)
+
+
+class HeuristicGamma(Drafter):
+    """transformers' `num_assistant_tokens_schedule="heuristic"`, wrapped around any drafter.
+
+    After each step: "When all speculative tokens are correct, increase `num_assistant_tokens` by
+    2 else reduce by 1" (transformers 5.x `GenerationConfig` docs), never below 1. The draft
+    length of `speculative_generate` is then a cap. The schedule reads only past outcomes, so the
+    output law is unchanged.
+
+    Departure from transformers, on purpose: a step that drafted nothing (the last step capped by
+    the token budget, a prompt-lookup miss) leaves γ unchanged. transformers 5.x counts it as
+    "all correct" (0 of 0 accepted) and adds 2, so γ ratchets up on steps that show nothing
+    about the draft.
+    """
+
+    def __init__(self, drafter: Drafter, initial: int = 4) -> None:
+        if not isinstance(initial, int) or initial < 1:
+            raise ValueError(f"initial draft length must be a positive integer, got {initial!r}")
+        self.drafter, self.initial, self.gamma = as_drafter(drafter), initial, initial
+        self.vocab_size = self.drafter.vocab_size
+
+    @property
+    def calls(self) -> int:
+        return self.drafter.calls
+
+    @property
+    def seconds(self) -> float:
+        return self.drafter.seconds
+
+    def propose(self, ids, gamma, cfg, generator):
+        return self.drafter.propose(ids, min(gamma, self.gamma), cfg, generator)
+
+    def update(self, drafted: int, accepted: int) -> None:
+        if not drafted:
+            return  # nothing drafted, nothing learned (transformers would add 2 here)
+        self.gamma = self.gamma + 2 if accepted == drafted else max(1, self.gamma - 1)
+
+    def crop(self, length: int) -> None:
+        self.drafter.crop(length)  # like transformers' "heuristic", γ persists across calls
+
+    def reserve(self, positions: int) -> None:
+        self.drafter.reserve(positions)
+
+
+class PromptLookupDrafter(Drafter):
     """Prompt lookup decoding, with the matching rule of transformers'
     `PromptLookupCandidateGenerator` (5.x): try the longest n-gram first (n = `max_ngram`, ..., 1);
     among the earlier occurrences of the sequence's last n tokens take the **leftmost** one that
@@ -63,16 +230,11 @@ class PromptLookupDrafter:
                         return follow.clone()
         return torch.empty(0, dtype=torch.long)
 
-    def crop(self, length: int) -> None:
-        """Nothing to roll back: the table is the sequence itself, which the loop owns."""
-
 
 def transformers_lookup(ids: list[int], gamma: int, max_ngram: int) -> list[int]:
     """What transformers' own prompt lookup (`PromptLookupCandidateGenerator`) proposes after
     `ids`: the reference `PromptLookupDrafter` is tested against, and exercise 2.2 is checked
     against."""
-    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
-
     theirs = PromptLookupCandidateGenerator(
         num_output_tokens=gamma, max_matching_ngram_size=max_ngram, max_length=10**6
     )
@@ -80,7 +242,7 @@ def transformers_lookup(ids: list[int], gamma: int, max_ngram: int) -> list[int]
     return candidates[0, len(ids) :].tolist()
 
 
-class LookupThenModel:
+class LookupThenModel(Drafter):
     """Prompt lookup first, a draft model when it finds nothing.
 
     A step whose last `min_ngram`+ tokens occurred earlier in the sequence copies what followed
@@ -91,7 +253,7 @@ class LookupThenModel:
     """
 
     def __init__(self, model, lookup: PromptLookupDrafter | None = None, min_ngram: int = 2):
-        self.model = model  # a ModelDrafter (or any Drafter)
+        self.model = as_drafter(model)  # a ModelDrafter (or any Drafter)
         self.vocab_size = model.vocab_size
         self.lookup = lookup or PromptLookupDrafter(model.vocab_size)
         self.min_ngram = min_ngram
@@ -102,12 +264,8 @@ class LookupThenModel:
         return self.model.calls
 
     @property
-    def session(self):  # the decoding loop preallocates the draft model's cache through it
-        return getattr(self.model, "session", None)
-
-    @property
     def seconds(self) -> float:
-        return self.lookup.seconds + getattr(self.model, "seconds", float("nan"))
+        return self.lookup.seconds + self.model.seconds
 
     def propose(self, ids, gamma, cfg, generator):
         t0 = time.perf_counter()
@@ -121,15 +279,43 @@ class LookupThenModel:
     def crop(self, length: int) -> None:
         self.model.crop(length)
 
+    def reserve(self, positions: int) -> None:
+        self.model.reserve(positions)
+
 
 def one_hot(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """The point-mass distributions of deterministic drafts: tokens (γ,) -> float32 (γ, V).
 
-    Written into zeros rather than with `F.one_hot(...).float()`, which builds an int64 (γ, V)
-    first: 0.09 ms instead of 0.5 ms for 4 rows of 151,936 on this CPU.
-    """
+    Written into zeros: `F.one_hot(...).float()` would build an int64 (γ, V) first."""
     q = torch.zeros(tokens.shape[0], vocab_size, device=tokens.device)  # (γ, V)
     return q.scatter_(1, tokens[:, None], 1.0)
 
 
-__all__ = ["LookupThenModel", "PromptLookupDrafter", "one_hot", "transformers_lookup"]
+def stack_proposal(
+    tokens: list[torch.Tensor],
+    q_probs: list[torch.Tensor],
+    vocab_size: int,
+    device: torch.device,
+    greedy: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A model drafter's γ' drafted tokens (0-d each) and their q rows as `propose` returns them:
+    (γ',) and (γ', V). Greedy drafts report one-hot q, which greedy verification never reads."""
+    if not tokens:
+        return torch.empty(0, dtype=torch.long, device=device), torch.empty(
+            0, vocab_size, device=device
+        )
+    stacked = torch.stack(tokens)  # (γ',)
+    return stacked, one_hot(stacked, vocab_size) if greedy else torch.stack(q_probs)
+
+
+__all__ = [
+    "Drafter",
+    "HeuristicGamma",
+    "LookupThenModel",
+    "ModelDrafter",
+    "PromptLookupDrafter",
+    "as_drafter",
+    "one_hot",
+    "stack_proposal",
+    "transformers_lookup",
+]

@@ -23,17 +23,15 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_lab.decoding import (
-    Generation,
-    Step,
-    _check_gamma,
-    _check_prompt,
-    _check_same_vocab,
-    _check_vocab_size,
-    run_steps,
+from specdec_lab.decoding import Generation, Step, run_steps
+from specdec_lab.engine.sessions import Session, open_session
+from specdec_lab.inputs import (
+    check_gamma,
+    check_positions,
+    check_prompt,
+    check_same_vocab,
+    check_vocab_size,
 )
-from specdec_lab.lm import Session, open_session
-from specdec_lab.models import check_positions
 from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
 from specdec_lab.verify import multi_draft_sample, without_replacement_q
 
@@ -180,7 +178,7 @@ def choose_branching(
     """The tree shape with the best modelled speedup on THIS device.
 
     verify_cost[k - 1] = the target's time for one forward over k tokens / over one token,
-    measured on the device (`profiling.verify_curve`): on a CPU it jumps where the matmul kernels
+    measured on the device (`timing.verify_curve`): on a CPU it jumps where the matmul kernels
     switch from matrix-vector to matrix-matrix, on a GPU it stays flat much longer. Candidates:
     a first level of w siblings, then one or two children per node, down to `max_depth` levels,
     as long as the last accepted token and all nodes fit the measured curve. The draft pays one
@@ -268,13 +266,13 @@ def tree_speculative_generate(
     cfg = SamplingConfig(temperature, top_k, top_p)
     if not branching or any(not isinstance(k, int) or k < 1 for k in branching):
         raise ValueError(f"branching must be a non-empty tuple of positive ints, got {branching!r}")
-    _check_gamma(len(branching))
-    check_positions([target, draft], _check_prompt(input_ids).shape[0], max_new_tokens)
-    _check_vocab_size("target", target, vocab_size)
-    _check_vocab_size("draft", draft, vocab_size)
+    check_gamma(len(branching))
+    check_positions([target, draft], check_prompt(input_ids).shape[0], max_new_tokens)
+    check_vocab_size("target", target, vocab_size)
+    check_vocab_size("draft", draft, vocab_size)
     p_model = open_session(target, vocab_size, runtime)
     q_model = open_session(draft, vocab_size, runtime)
-    _check_same_vocab(p_model.vocab_size, q_model)
+    check_same_vocab(p_model.vocab_size, q_model)
 
     def step(ids: torch.Tensor, depth: int) -> tuple[torch.Tensor, Step]:
         shape = tuple(branching[:depth])  # the token budget may cut the tree short

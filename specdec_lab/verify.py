@@ -10,20 +10,16 @@ as p; `one_step_law` computes that law in closed form so the tests can check it 
 
 Nothing here touches a model: these functions can be tested without any weights.
 
-`rejection_sample` is the readable reference the notebooks teach. `rejection_sample_fast` and
-`greedy_verify` are what a decoding loop on an accelerator wants: they run where the
-probabilities are, draw every uniform up front and read the result with a single host sync per
-step (a sync stalls the host until the device has finished all queued work). Their input checks
-are fused into that same sync.
+`rejection_sample` is the readable reference the notebooks teach. The decoding loop runs its
+on-device twin, `engine.fused.verify_on_device`, which makes the same draws with one host sync.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from specdec_lab.sampling import cdf_dtype, inverse_cdf, rand, sample, uniforms
+from specdec_lab.engine.fused import raise_for, value_flags
+from specdec_lab.sampling import rand, sample
 
 
 def _check_shape(name: str, probs: torch.Tensor, rows: int | None = None) -> None:
@@ -58,53 +54,14 @@ def _check_shapes(draft_tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: to
     return gamma
 
 
-def _bad_values(
-    draft_tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: torch.Tensor
-) -> torch.Tensor:
-    """Every value check of one verification as four flags, (4,) bool on the device, with no
-    host sync: q_probs bad (NaN, inf or negative), p_probs bad, a draft token outside [0, V),
-    a draft token of zero draft probability.
-
-    One pass per tensor (`aminmax`: NaN makes both ends NaN, which fails both comparisons), and
-    the caller reads all four flags with ONE host sync.
-    """
-    device, vocab = p_probs.device, p_probs.shape[1]
-
-    def bad(probs: torch.Tensor) -> torch.Tensor:
-        if probs.numel() == 0:
-            return torch.zeros((), dtype=torch.bool, device=device)
-        lo, hi = torch.aminmax(probs)
-        return ~((lo >= 0) & (hi < math.inf))
-
-    x = draft_tokens.to(device)  # (γ,)
-    outside = (x < 0) | (x >= vocab)  # (γ,)
-    q_x = q_probs[torch.arange(x.shape[0], device=device), x.clamp(0, vocab - 1)]  # (γ,)
-    return torch.stack([bad(q_probs), bad(p_probs), outside.any(), (q_x <= 0).any()])
-
-
-def _raise_for(flags: list, draft_tokens: torch.Tensor, vocab: int) -> None:
-    """Turn the flags of `_bad_values`, read on the host, into the error they stand for."""
-    q_bad, p_bad, outside, q_zero = map(bool, flags)
-    if q_bad:
-        raise ValueError("q_probs contains NaN, inf or negative probabilities")
-    if p_bad:
-        raise ValueError("p_probs contains NaN, inf or negative probabilities")
-    if outside:
-        raise ValueError(f"draft_tokens must lie in [0, {vocab}), got {draft_tokens.tolist()}")
-    if q_zero:
-        raise ValueError("a draft token has q(x) = 0: q_probs is not the distribution it came from")
-
-
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """norm(max(0, p - q)), the distribution to resample from after a rejection.
 
     p, q: (V,) -> (V,). When p == q the residual is 0/0. A rejection then has probability zero,
     but rounding can still reach this branch, so we fall back to p instead of returning NaN
-    (the NaN bug of jaymody/speculative-sampling #5). vLLM v0's rejection sampler clamped the
-    difference p − q from below at `finfo.tiny` before normalising: every token keeps at least
-    that mass, so at p == q its "residual" is uniform over the vocabulary rather than p, and
-    elsewhere the law drifts slightly ("This introduces some drift to the distribution", its own
-    comment). vLLM computed the residual for every position, accepted or not, hence the clamp.
+    (jaymody/speculative-sampling #5). Clamping p − q from below at a tiny positive number, as
+    vLLM v0 did, avoids the NaN too but gives every token that mass: at p == q its "residual" is
+    uniform over the vocabulary rather than p, and elsewhere the law drifts slightly.
     """
     residual = (p - q).clamp_min(0)  # (V,)
     mass = residual.sum()
@@ -147,119 +104,14 @@ def rejection_sample(
 
     Returns (n_accepted, next_token): the first n_accepted drafts are kept, then next_token is
     appended. It is the residual sample at the first rejection, or the bonus sample from p[γ].
-    This is the readable reference; `rejection_sample_fast` makes the same draws in one pass.
+    `engine.fused.rejection_sample_on_device` makes the same draws with no host sync.
     """
     gamma = _check_shapes(draft_tokens, q_probs, p_probs)
-    _raise_for(_bad_values(draft_tokens, q_probs, p_probs).tolist(), draft_tokens, p_probs.shape[1])
+    raise_for(value_flags(draft_tokens, q_probs, p_probs).tolist(), draft_tokens, p_probs.shape[1])
     n = first_rejection(draft_tokens, q_probs, p_probs, generator)
     if n == gamma:
         return n, sample(p_probs[gamma], generator)
     return n, sample(residual_distribution(p_probs[n], q_probs[n]), generator)
-
-
-def rejection_sample_fast(
-    draft_tokens: torch.Tensor,
-    q_probs: torch.Tensor,
-    p_probs: torch.Tensor,
-    generator: torch.Generator | None = None,
-    *,
-    check: bool = True,
-) -> tuple[int, torch.Tensor]:
-    """`rejection_sample` on the tensors' own device, with ONE host sync.
-
-    Same arguments and the same draws (the same uniforms, in the same order, give the same
-    result), computed by `rejection_sample_on_device`; the input checks of `check` ride along
-    with n in the single `.tolist()`. Returns (n, next_token), next_token a 0-d tensor on the
-    device.
-    """
-    _check_shapes(draft_tokens, q_probs, p_probs)
-    n, token = rejection_sample_on_device(draft_tokens, q_probs, p_probs, generator)
-    if not check:
-        return int(n), token  # the one host sync
-    n_and_flags = torch.cat([n[None], _bad_values(draft_tokens, q_probs, p_probs)]).tolist()
-    _raise_for(n_and_flags[1:], draft_tokens, p_probs.shape[1])
-    return n_and_flags[0], token
-
-
-def rejection_sample_on_device(
-    draft_tokens: torch.Tensor,
-    q_probs: torch.Tensor,
-    p_probs: torch.Tensor,
-    generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The acceptance rule with no host sync and no checks: (n, next_token), both 0-d tensors
-    on the device, for a decoding loop that reads them together with everything else it needs
-    in one sync (`decoding.speculative_step`). Shapes as in `rejection_sample`.
-
-    No data-dependent Python branch: the first rejection n is found with an argmax, and the next
-    token is drawn from one row computed for whichever n it is: the residual
-    norm(max(0, p[n] − q[n])) when n < γ, else the bonus p[γ] (the residual with q = 0).
-    """
-    gamma = draft_tokens.shape[0]
-    device, vocab = p_probs.device, p_probs.shape[1]
-    x = draft_tokens.to(device).clamp(0, vocab - 1)  # (γ,) clamped: the fused check reports it
-    # All randomness up front, in rejection_sample's order: γ accept coins, then the uniform that
-    # draws the next token.
-    coins = rand(gamma, generator=generator, device=device)  # (γ,)
-    u = uniforms(1, generator, device)  # (1, 1)
-    idx = torch.arange(gamma, device=device)
-    accept = coins * q_probs[idx, x] < p_probs[idx, x]  # (γ,) u < p(x)/q(x), as first_rejection
-    stop = torch.cat([~accept, accept.new_ones(1)])  # (γ+1,) a rejection, or the end
-    n = stop.to(torch.uint8).argmax()  # 0-d: the first rejection, γ if none (first maximum)
-    # index_select, not p_probs[n]: indexing with a 0-d tensor reads it on the host (a sync).
-    row = n[None]  # (1,)
-    p_n = p_probs.index_select(0, row)[0]  # (V,)
-    if gamma:
-        q_n = q_probs.index_select(0, row.clamp_max(gamma - 1))[0]  # (V,)
-        drafted = (n < gamma).to(p_n.dtype)  # 0-d: 0 at the bonus row, which has no q
-        residual = p_n.addcmul(q_n, drafted, value=-1).clamp_min_(0)  # (V,) max(0, p − q)
-    else:
-        residual = p_n.clamp_min(0)
-    mass = residual.sum()
-    # residual_distribution's guard: no residual mass (p == q) means sampling from p itself. The
-    # residual is then all zeros, so adding p·1 gives p; otherwise adding p·0 changes nothing.
-    weights = residual.addcmul_(p_n, (mass <= 0).to(p_n.dtype))  # (V,)
-    # Normalise as rejection_sample does (so both draw the same token from the same uniform):
-    # by the residual's mass, by p's after the guard, and not at all for the bonus row p[γ].
-    weights = weights / torch.where(n == gamma, 1.0, torch.where(mass > 0, mass, p_n.sum()))
-    token = inverse_cdf(weights[None].cumsum(-1, dtype=cdf_dtype(device)), u)[0]  # 0-d
-    return n, token
-
-
-def greedy_verify(
-    draft_tokens: torch.Tensor, p_logits: torch.Tensor, *, check: bool = True
-) -> tuple[int, torch.Tensor]:
-    """Greedy verification: accept drafts while they equal the target's argmax.
-
-    draft_tokens: (γ,); p_logits: (γ+1, V) target scores (logits or probabilities).
-    Returns (n_accepted, next_token) where next_token is the target's argmax after the last
-    accepted draft, a 0-d tensor on p_logits' device. This is `rejection_sample` with one-hot p
-    (temperature 0), without the coins. One host sync, which also reads the NaN check.
-    """
-    if not isinstance(draft_tokens, torch.Tensor) or draft_tokens.dim() != 1:
-        raise ValueError("draft_tokens must be a 1-D tensor (γ,)")
-    gamma = draft_tokens.shape[0]
-    if p_logits.dim() != 2 or p_logits.shape[0] != gamma + 1:
-        raise ValueError(f"p_logits must have shape ({gamma + 1}, V), got {tuple(p_logits.shape)}")
-    n, next_token, nan = greedy_verify_on_device(draft_tokens, p_logits)
-    if not check:
-        return int(n), next_token
-    n_host, nan = torch.stack([n, nan.long()]).tolist()
-    if nan:
-        raise ValueError("p_logits contain NaN; the model produced invalid scores")
-    return n_host, next_token
-
-
-def greedy_verify_on_device(
-    draft_tokens: torch.Tensor, p_logits: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """`greedy_verify` with no host sync: (n, next_token, any NaN in p_logits), 0-d tensors."""
-    best, target_choice = p_logits.max(-1)  # (γ+1,) each: argmax's first-maximum rule
-    matches = draft_tokens.to(p_logits.device) == target_choice[:-1]  # (γ,)
-    stop = torch.cat([~matches, matches.new_ones(1)])  # (γ+1,) a mismatch, or the end
-    n = stop.to(torch.uint8).argmax()  # 0-d: the first mismatch, γ if none
-    next_token = target_choice.index_select(0, n[None])[0]  # 0-d, no sync (see above)
-    return n, next_token, torch.isnan(best).any()
 
 
 def multi_draft_sample(
@@ -288,8 +140,8 @@ def multi_draft_sample(
     _check_shape("p_probs", p_probs[None])
     if q_probs.shape[1] != p_probs.shape[0]:
         raise ValueError(f"q_probs has V={q_probs.shape[1]}, p_probs has V={p_probs.shape[0]}")
-    _raise_for(
-        _bad_values(candidates, q_probs, p_probs[None]).tolist(), candidates, p_probs.shape[0]
+    raise_for(
+        value_flags(candidates, q_probs, p_probs[None]).tolist(), candidates, p_probs.shape[0]
     )
     p = p_probs
     for i in range(k):

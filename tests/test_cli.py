@@ -2,14 +2,17 @@
 
 import math
 import re
+from dataclasses import asdict
 
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import bench, profiling, runtime
+from specdec_lab import data, env, models
 from specdec_lab.__main__ import main
-from specdec_lab.models import MODELS_DIR, Pair
+from specdec_lab.data import MODELS_DIR
+from specdec_lab.measure import bench, records
+from specdec_lab.models import Pair
 
 
 def test_help(capsys) -> None:
@@ -115,8 +118,8 @@ def test_cli_reports_errors_in_one_line(capsys, monkeypatch) -> None:
 
 @pytest.mark.skipif(not (MODELS_DIR / "target" / "config.json").exists(), reason="no embedded pair")
 def test_cli_memory_guard_refuses_in_one_line(capsys, monkeypatch) -> None:
-    monkeypatch.setenv(runtime.FORCE_GPU_PATHS, "1")  # a GPU dry run: the guard runs on the CPU
-    monkeypatch.setenv(runtime.FREE_MEMORY_GIB, "0.001")
+    monkeypatch.setenv(env.FORCE_GPU_PATHS, "1")  # a GPU dry run: the guard runs on the CPU
+    monkeypatch.setenv(env.FREE_MEMORY_GIB, "0.001")
     assert main(["bench", "--smoke"]) == 2  # refused before any weights are read
     err = capsys.readouterr().err
     assert "pair 'embedded'" in err and "GiB are free on cpu" in err and "\n" not in err.strip()
@@ -136,7 +139,7 @@ def test_cli_reports_out_of_memory_while_running_in_one_line(capsys, monkeypatch
     def run_out(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(bench, "load_pair", run_out)
+    monkeypatch.setattr(models, "load_pair", run_out)
     if isinstance(error, torch.OutOfMemoryError):
         assert main(["bench", "--smoke"]) == 2
         err = capsys.readouterr().err.strip()
@@ -154,10 +157,10 @@ def test_bench_markdown_renders_a_saved_record(tmp_path, capsys) -> None:
         "dtype": "float32",
         "config": {"n_prompts": 1, "domain": "code", "max_new_tokens": 16, "repeats": 1},
         "costs": costs,
-        "rows": [{**bench.asdict(r), "ratio": r.ratio, "spread": r.spread} for r in rows],
+        "rows": [{**asdict(r), "ratio": r.ratio, "spread": r.spread} for r in rows],
         "summary": bench.summarize(rows),
     }
-    path = profiling.save_results(tmp_path / "bench.json", record, "cpu")
+    path = records.save_results(tmp_path / "bench.json", record, "cpu")
     assert main(["bench", "--markdown", str(path)]) == 0
     table = capsys.readouterr().out
     for line in ("| autoregressive (ours) | lean | ", "| speculative (ours) | hf | ", "| tree "):
@@ -169,5 +172,5 @@ def test_readme_speed_table_is_the_recorded_one() -> None:
     """The README's speed section is generated from the bench record it names."""
     readme = (MODELS_DIR.parents[1] / "README.md").read_text()
     start, end = readme.index(bench.README_START), readme.index(bench.README_END)
-    record = profiling.load_results(bench.RESULTS_DIR / "bench-cpu-embedded-code.json")
+    record = records.load_results(data.RESULTS_DIR / "bench-cpu-embedded-code.json")
     assert readme[start + len(bench.README_START) : end].strip() == bench.markdown_table(record)

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from specdec_lab import decoding, mock, verify
+from specdec_lab import decoding, verify
+from specdec_lab.proof import mock
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_lab import decoding, display, mock, stats
+from specdec_lab import decoding, display
+from specdec_lab.proof import mock, stats
 
 STEPS = [
     decoding.Step(draft_tokens=[1, 2, 3], n_accepted=1, next_token=4),  # reject at the 2nd draft

@@ -6,8 +6,9 @@ tests/test_equivalence.py."""
 import pytest
 import torch
 
-from specdec_lab import decoding, drafters, mock
-from specdec_lab.lm import open_session
+from specdec_lab import decoding, drafters
+from specdec_lab.engine.sessions import open_session
+from specdec_lab.proof import mock
 from specdec_lab.sampling import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0)
@@ -71,25 +72,25 @@ def test_greedy_prompt_lookup_equals_greedy_autoregressive(pair, prompt) -> None
 def test_confidence_threshold_stops_after_an_unsure_token(pair) -> None:
     target, draft = pair
     ids = torch.tensor([1, 2])
-    full, _ = decoding.ModelDrafter(open_session(draft)).propose(ids, 6, GREEDY, None)
+    full, _ = drafters.ModelDrafter(open_session(draft)).propose(ids, 6, GREEDY, None)
     confidence = [
         float(draft.probs(torch.cat([ids, full[:i]]))[-1, full[i]]) for i in range(len(full))
     ]
     threshold = sorted(confidence)[2]  # stops at the first token below the 3rd-lowest confidence
     stop = next(i for i, c in enumerate(confidence) if c < threshold)
-    cut = decoding.ModelDrafter(open_session(draft), confidence_threshold=threshold)
+    cut = drafters.ModelDrafter(open_session(draft), confidence_threshold=threshold)
     tokens, q = cut.propose(ids, 6, GREEDY, None)
     assert tokens.tolist() == full[: stop + 1].tolist() and q.shape == (stop + 1, 11)
     assert cut.calls == stop + 1
     with pytest.raises(ValueError, match="confidence_threshold"):
-        decoding.ModelDrafter(open_session(draft), confidence_threshold=1.5)
+        drafters.ModelDrafter(open_session(draft), confidence_threshold=1.5)
 
 
 @pytest.mark.parametrize("threshold", [0.36, 0.4, 0.5])
 def test_greedy_confidence_threshold_is_exact(pair, threshold) -> None:
     target, draft = pair
     ar = decoding.autoregressive_generate(target, [1, 2], 50, temperature=0)
-    cut = decoding.ModelDrafter(open_session(draft), confidence_threshold=threshold)
+    cut = drafters.ModelDrafter(open_session(draft), confidence_threshold=threshold)
     sd = decoding.speculative_generate(target, cut, [1, 2], 50, 8, temperature=0)
     assert torch.equal(ar.tokens, sd.tokens)
     assert min(sd.stats.gammas) < 8 and max(sd.stats.gammas) > 1  # the stop did cut some drafts
@@ -97,7 +98,7 @@ def test_greedy_confidence_threshold_is_exact(pair, threshold) -> None:
 
 def test_heuristic_schedule_follows_transformers_rule(pair) -> None:
     target, draft = pair
-    schedule = decoding.HeuristicGamma(decoding.ModelDrafter(open_session(draft)), initial=3)
+    schedule = drafters.HeuristicGamma(drafters.ModelDrafter(open_session(draft)), initial=3)
     seen = []
 
     def record(step: decoding.Step) -> None:
@@ -115,4 +116,4 @@ def test_heuristic_schedule_follows_transformers_rule(pair) -> None:
     ar = decoding.autoregressive_generate(target, [1, 2], 200, temperature=0)
     assert torch.equal(ar.tokens, out.tokens)
     with pytest.raises(ValueError, match="initial"):
-        decoding.HeuristicGamma(schedule, initial=0)
+        drafters.HeuristicGamma(schedule, initial=0)

@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
-from specdec_lab import broken, decoding, drafters, mock, stats, tree, verify
-from specdec_lab.lm import open_session
+from specdec_lab import decoding, drafters, tree, verify
+from specdec_lab.engine.sessions import open_session
+from specdec_lab.proof import broken, mock, stats
 from specdec_lab.sampling import logits_to_probs, sample
 
 DELTA = 1e-6
@@ -133,7 +134,7 @@ def test_multi_token_check_catches_broken_prompt_lookup(pair) -> None:
 def test_multi_token_law_lookup_then_model(pair) -> None:
     # Steps copy from the sequence (one-hot q) or draft with the model (its q): exact either way.
     _, draft = pair
-    hybrid = drafters.LookupThenModel(decoding.ModelDrafter(open_session(draft)), min_ngram=2)
+    hybrid = drafters.LookupThenModel(drafters.ModelDrafter(open_session(draft)), min_ngram=2)
     check = _sequence_check(pair, "T=1", draft=hybrid, prompt=REPETITIVE, gamma=3)
     assert check.passed, check
     assert hybrid.copied > 0 and hybrid.calls > 0  # both kinds of step happened
@@ -142,8 +143,8 @@ def test_multi_token_law_lookup_then_model(pair) -> None:
 def test_multi_token_law_adaptive_gamma(pair) -> None:
     # Both adaptive rules decide γ from the draft's own proposals or from past steps only.
     _, draft = pair
-    confident = decoding.ModelDrafter(open_session(draft), confidence_threshold=0.5)
-    scheduled = decoding.HeuristicGamma(decoding.ModelDrafter(open_session(draft)), initial=1)
+    confident = drafters.ModelDrafter(open_session(draft), confidence_threshold=0.5)
+    scheduled = drafters.HeuristicGamma(drafters.ModelDrafter(open_session(draft)), initial=1)
     for drafter in [confident, scheduled]:
         check = _sequence_check(pair, "T=1", draft=drafter, gamma=3)
         assert check.passed, check

@@ -17,7 +17,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from specdec_lab import exercises
+from specdec_lab.cli import workshop
+from specdec_lab.course import exercises
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -264,14 +265,14 @@ def test_generate_check_and_list(tmp_path: Path) -> None:
     assert exercises.generate(src, out) == [out / "04_speedup.ipynb"]
     assert sorted(p.name for p in out.iterdir()) == ["04_speedup.ipynb"]
     assert exercises.differences(src, out) == []
-    assert exercises.main(["--src", str(src), "--out", str(out), "--check"]) == 0
+    assert workshop.main(["--src", str(src), "--out", str(out), "--check"]) == 0
     assert exercises.generate(src, out) == []  # nothing to rewrite: deterministic
 
     student = out / "04_speedup.ipynb"
     student.write_text(student.read_text().replace("raise NotImplementedError", "return 1 #"))
     (out / "mine.ipynb").write_text(nbformat.writes(new_notebook()))  # a learner's scratch file
     write(exercises.make_student(course_notebook()), out / "03_renamed.ipynb")  # stale
-    assert exercises.main(["--src", str(src), "--out", str(out), "--check"]) == 1
+    assert workshop.main(["--src", str(src), "--out", str(out), "--check"]) == 1
     assert len(exercises.differences(src, out)) == 3
 
     exercises.generate(src, out)  # the instructor's reset

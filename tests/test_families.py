@@ -13,8 +13,11 @@ import math
 import pytest
 import torch
 
-from specdec_lab import bench, decoding, models, profiling, runtime
+from specdec_lab import decoding, env, models
 from specdec_lab.__main__ import main
+from specdec_lab.engine import sessions
+from specdec_lab.measure import bench, profiling
+from specdec_lab.models import memory, pairs
 
 N_NEW = 24
 TEXTS = ["def f(x):\n    return x + 1\n", "The quick brown fox"]
@@ -31,7 +34,7 @@ def family(request, tmp_path_factory):
 def test_quirks_survive_saving_and_loading(family) -> None:
     name, _, _, pair = family
     t, d, tok = pair.target, pair.draft, pair.tokenizer
-    widths = models.vocab_size_of(t), models.vocab_size_of(d)
+    widths = sessions.vocab_size_of(t), sessions.vocab_size_of(d)
     assert pair.vocab_size == min(len(tok), *widths) and pair.dtype == torch.float32
     tied = t.get_output_embeddings().weight is t.get_input_embeddings().weight
     if name == "gpt2":
@@ -52,7 +55,7 @@ def test_quirks_survive_saving_and_loading(family) -> None:
 def test_greedy_is_exact(family) -> None:
     """Speculative greedy == our autoregressive greedy == transformers' generate (float32)."""
     _, _, _, pair = family
-    padded = list(range(pair.vocab_size, models.vocab_size_of(pair.target)))
+    padded = list(range(pair.vocab_size, sessions.vocab_size_of(pair.target)))
     eos = pair.tokenizer.eos_token_id
     accepted = drafted = 0
     for text in TEXTS:
@@ -163,7 +166,7 @@ def test_vocabulary_checks(tmp_path) -> None:
     ids = pair.encode(TEXTS[0])
     with pytest.raises(ValueError, match="vocabulary sizes differ"):  # paddings differ
         decoding.speculative_generate(pair.target, pair.draft, ids, 4, temperature=0)
-    too_wide = models.vocab_size_of(pair.draft) + 1
+    too_wide = sessions.vocab_size_of(pair.draft) + 1
     with pytest.raises(ValueError, match=f"vocab_size={too_wide} exceeds the draft's"):
         decoding.speculative_generate(pair.target, pair.draft, ids, 4, vocab_size=too_wide)
     with pytest.raises(ValueError, match="exceeds the model's"):
@@ -194,7 +197,7 @@ def test_model_bytes_matches_the_roofline_accounting() -> None:
 
 
 def test_check_fits_with_injected_free_memory() -> None:
-    models.check_fits(1000, "cpu", "x", free=math.ceil(1000 * models.HEADROOM))
+    models.check_fits(1000, "cpu", "x", free=math.ceil(1000 * memory.HEADROOM))
     with pytest.raises(models.InsufficientMemoryError, match="needs about"):
         models.check_fits(1000, "cpu", "x", free=1000)
 
@@ -203,7 +206,7 @@ def test_fit_ladder_keeps_the_largest_that_fit(capsys) -> None:
     names = ("tiny-1M", "mini-8M", "small-29M")
     size = {n: models.model_bytes(profiling.LADDER[n].config(), torch.float16, 512) for n in names}
     # room for the smallest next to mini-8M, but not next to small-29M
-    free = int((size["tiny-1M"] + size["mini-8M"]) * models.HEADROOM) + 1
+    free = int((size["tiny-1M"] + size["mini-8M"]) * memory.HEADROOM) + 1
     kept = models.fit_ladder(names, profiling.LADDER, "cuda", torch.float16, free=free)
     assert kept == ["tiny-1M", "mini-8M"]
     assert "small-29M would not fit" in capsys.readouterr().out
@@ -217,10 +220,10 @@ def test_fit_ladder_keeps_the_largest_that_fit(capsys) -> None:
 def test_guard_runs_in_a_dry_run_and_not_on_a_plain_cpu(monkeypatch, tmp_path) -> None:
     target_dir, draft_dir = models.save_tiny_pair("llama", tmp_path)
     kw = dict(target=str(target_dir), draft=str(draft_dir), device="cpu")
-    monkeypatch.setenv(runtime.FREE_MEMORY_GIB, "0.00001")  # 10 KiB "free"
+    monkeypatch.setenv(env.FREE_MEMORY_GIB, "0.00001")  # 10 KiB "free"
     models.load_pair(**kw)  # plain CPU: no guard
-    monkeypatch.setenv(runtime.FORCE_GPU_PATHS, "1")
-    assert runtime.gpu_paths("cpu") and runtime.dry_run("cpu")
+    monkeypatch.setenv(env.FORCE_GPU_PATHS, "1")
+    assert env.gpu_paths("cpu") and env.dry_run("cpu")
     with pytest.raises(models.InsufficientMemoryError, match="GiB are free on cpu"):
         models.load_pair(**kw)
 
@@ -228,16 +231,16 @@ def test_guard_runs_in_a_dry_run_and_not_on_a_plain_cpu(monkeypatch, tmp_path) -
 def test_out_of_memory_while_loading_frees_and_falls_back(monkeypatch, capsys, tmp_path) -> None:
     target_dir, draft_dir = models.save_tiny_pair("llama", tmp_path)
     released = []
-    monkeypatch.setattr(runtime, "release_memory", released.append)
-    real_load = models._load_model
+    monkeypatch.setattr(env, "release_memory", released.append)
+    real_load = pairs._load_model
 
     def load(source, device, dtype):
         if "gpt2" in source or "qwen" in source.lower():  # the stand-in dirs of the hub pairs
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_load(source, device, dtype)
 
-    monkeypatch.setattr(models, "_load_model", load)
-    monkeypatch.setenv(runtime.FORCE_GPU_PATHS, "1")
+    monkeypatch.setattr(pairs, "_load_model", load)
+    monkeypatch.setenv(env.FORCE_GPU_PATHS, "1")
     with pytest.raises(models.InsufficientMemoryError, match="out of memory.*freed"):
         models.load_pair("gpt2", device="cpu")
     assert released == [torch.device("cpu")]
@@ -251,11 +254,11 @@ def test_dry_run_loads_a_stand_in_for_a_hub_pair(monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(models.HubUnavailableError):  # no dry run: the hub is needed
         models.load_pair("qwen2.5", device="cpu")
-    monkeypatch.setenv(runtime.FORCE_GPU_PATHS, "1")
+    monkeypatch.setenv(env.FORCE_GPU_PATHS, "1")
     pair = models.load_pair("qwen2.5", device="cpu", dtype="bfloat16")
     assert "stand-in" in pair.describe() and pair.dtype == torch.bfloat16
-    assert models.vocab_size_of(pair.target) != models.vocab_size_of(pair.draft)
-    monkeypatch.setenv(runtime.STAND_INS, "0")  # a dry run of the fallback branch instead
+    assert sessions.vocab_size_of(pair.target) != sessions.vocab_size_of(pair.draft)
+    monkeypatch.setenv(env.STAND_INS, "0")  # a dry run of the fallback branch instead
     with pytest.raises(models.HubUnavailableError):
         models.load_pair("qwen2.5", device="cpu")
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdec_lab import models, profiling, runtime
+from specdec_lab import data, env
+from specdec_lab.measure import profiling
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
 needs_embedded = pytest.mark.skipif(
-    not (models.MODELS_DIR / "target" / "config.json").exists(), reason="embedded pair not trained"
+    not (data.MODELS_DIR / "target" / "config.json").exists(), reason="embedded pair not trained"
 )
 
 
@@ -42,18 +43,18 @@ def test_gpu_check_profile_smoke(gpu_check) -> None:
 
 
 def test_without_a_gpu_the_full_run_is_refused(gpu_check, monkeypatch, capsys) -> None:
-    monkeypatch.delenv(runtime.FORCE_GPU_PATHS, raising=False)
+    monkeypatch.delenv(env.FORCE_GPU_PATHS, raising=False)
     assert gpu_check.main([]) == 2
-    assert runtime.FORCE_GPU_PATHS in capsys.readouterr().err
+    assert env.FORCE_GPU_PATHS in capsys.readouterr().err
 
 
 @needs_embedded
 def test_gpu_dry_run(gpu_check, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv(runtime.FORCE_GPU_PATHS, "1")
+    monkeypatch.setenv(env.FORCE_GPU_PATHS, "1")
     monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
     # The memory guard runs on 0.3 GiB "free": enough for small-29M next to tiny-1M in bfloat16,
     # and for the embedded pair in the bench (tests/test_families.py covers what it drops).
-    monkeypatch.setenv(runtime.FREE_MEMORY_GIB, "0.3")
+    monkeypatch.setenv(env.FREE_MEMORY_GIB, "0.3")
     assert gpu_check.main(["--notebooks"]) == 0  # no --smoke: the GPU branch, at smoke sizes
     profile = json.loads((tmp_path / "smoke-profile-cpu.json").read_text())["results"]
     assert profile["dtype"] == "bfloat16" and list(profile["models"]) == ["tiny-1M", "small-29M"]

@@ -1,8 +1,8 @@
 """GPU dry run: notebooks 03, 04, 05 and 06 end to end with their accelerator branches on the CPU.
 
-With `SPECDEC_LAB_FORCE_GPU_PATHS=1`, `runtime.gpu_paths()` is True on a CPU, so each notebook
+With `SPECDEC_LAB_FORCE_GPU_PATHS=1`, `env.gpu_paths()` is True on a CPU, so each notebook
 takes the branches a GPU user executes (the hub pair with its memory guard, the ladder's memory
-guard, exactness checks chosen by dtype), while `runtime.dry_run()` keeps the CPU sizes. The plain
+guard, exactness checks chosen by dtype), while `env.dry_run()` keeps the CPU sizes. The plain
 CPU branches run under nbval in the same suite.
 
 In notebook 03 the hub pair loads as a tiny random stand-in of its family, so the whole notebook

@@ -5,8 +5,10 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import decoding, heads, stats
-from specdec_lab.lm import HFSession
+from specdec_lab import decoding, heads
+from specdec_lab.course import head_training
+from specdec_lab.engine.sessions import HFSession
+from specdec_lab.proof import stats
 
 VOCAB = 32
 
@@ -38,7 +40,7 @@ def _untrained(micro) -> heads.DraftHead:
 
 @pytest.fixture(scope="module")
 def trained(micro):
-    head, log = heads.train_head(
+    head, log = head_training.train_head(
         micro,
         torch.randint(1, VOCAB, (64, 32), generator=torch.Generator().manual_seed(3)),
         seconds=6,
@@ -83,8 +85,8 @@ def test_training_raises_acceptance(micro, trained) -> None:
     head, log = trained
     assert log["steps"] > 10 and log["last_loss"] < log["first_loss"]
     assert all(p.requires_grad for p in micro.parameters())  # the target is left as it was
-    before, _ = heads.measure_head(micro, _untrained(micro), PROMPTS, 24, 3)
-    after, exact = heads.measure_head(micro, head, PROMPTS, 24, 3)
+    before, _ = head_training.measure_head(micro, _untrained(micro), PROMPTS, 24, 3)
+    after, exact = head_training.measure_head(micro, head, PROMPTS, 24, 3)
     assert exact
     assert after.acceptance_rate > before.acceptance_rate + 0.3, (before, after)
     assert after.tokens_per_target_call > before.tokens_per_target_call
@@ -98,7 +100,7 @@ def test_checkpoint_round_trip_in_float16(trained, tmp_path) -> None:
     h, e = torch.randn(2, 32), torch.randn(2, 32)
     with torch.no_grad():
         torch.testing.assert_close(loaded(h, e), head(h, e), atol=2e-2, rtol=2e-2)
-    with pytest.raises(FileNotFoundError, match="python -m specdec_lab.heads"):
+    with pytest.raises(FileNotFoundError, match="python -m specdec_lab train-head"):
         heads.load_head(tmp_path / "missing")
 
 

@@ -7,8 +7,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import broken, decoding, models, stats
-from specdec_lab.prompts import load_prompts
+from specdec_lab import data, decoding, models
+from specdec_lab.data import load_prompts
+from specdec_lab.proof import broken, stats
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB = 16
@@ -63,7 +64,7 @@ def test_greedy_matches_generate_on_tiny_models(tiny, gamma) -> None:
 def test_cache_rollback_matches_a_fresh_forward(tiny) -> None:
     # After a rejection the cache is cropped; the next logits must equal a from-scratch forward.
     target, _ = tiny
-    from specdec_lab.lm import open_session
+    from specdec_lab.engine.sessions import open_session
 
     ids = torch.arange(12) % VOCAB
     session = open_session(target)
@@ -128,7 +129,7 @@ def test_missing_local_directory_is_explained() -> None:
 
 
 needs_embedded = pytest.mark.skipif(
-    not (models.MODELS_DIR / "target" / "config.json").exists(), reason="embedded pair not trained"
+    not (data.MODELS_DIR / "target" / "config.json").exists(), reason="embedded pair not trained"
 )
 
 

@@ -1,4 +1,4 @@
-"""Tests for specdec_lab.profiling: accounting, knee finding, timing plumbing and records.
+"""Tests for specdec_lab.measure.profiling: accounting, knee finding, timing plumbing and records.
 
 Nothing here asserts a timing value (the machine may be busy); only counts, shapes and maths.
 """
@@ -11,7 +11,8 @@ import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig
 
-from specdec_lab import profiling, theory
+from specdec_lab import theory
+from specdec_lab.measure import profiling, records, timing
 
 # A config small enough to count by hand: head_dim = 8 // 2 = 4, grouped-query attention.
 HAND = LlamaConfig(
@@ -152,14 +153,14 @@ def test_speedup_with_measured_verify_cost():
 def test_plot_roofline_returns_data_and_closes():
     plt = pytest.importorskip("matplotlib.pyplot")
     before = plt.get_fignums()
-    data = profiling.plot_roofline(100e9, 10.0, {"m": [(0.5, 4e9), (8.0, 60e9)]})
+    plotted = profiling.plot_roofline(100e9, 10.0, {"m": [(0.5, 4e9), (8.0, 60e9)]})
     assert plt.get_fignums() == before
-    assert data.ridge == pytest.approx(10.0)
-    assert data.ridge in data.intensity
-    assert max(data.roof) == pytest.approx(100e9)
-    assert data.roof[data.intensity.index(data.ridge)] == pytest.approx(100e9)
-    assert data.roof[0] == pytest.approx(data.intensity[0] * 10e9)
-    assert data.points == {"m": [(0.5, 4e9), (8.0, 60e9)]}
+    assert plotted.ridge == pytest.approx(10.0)
+    assert plotted.ridge in plotted.intensity
+    assert max(plotted.roof) == pytest.approx(100e9)
+    assert plotted.roof[plotted.intensity.index(plotted.ridge)] == pytest.approx(100e9)
+    assert plotted.roof[0] == pytest.approx(plotted.intensity[0] * 10e9)
+    assert plotted.points == {"m": [(0.5, 4e9), (8.0, 60e9)]}
 
 
 # --- timing plumbing (counts only, never durations) ---------------------------------------------
@@ -167,30 +168,30 @@ def test_plot_roofline_returns_data_and_closes():
 
 def test_time_fn_counts_calls_and_samples():
     calls, resets = [], []
-    timing = profiling.time_fn(
+    measured = timing.time_fn(
         lambda: calls.append(1), device="cpu", warmup=2, repeats=4, reset=lambda: resets.append(1)
     )
-    assert len(timing) == len(timing.samples) == 4
+    assert len(measured) == len(measured.samples) == 4
     assert len(calls) == len(resets) == 6
-    assert all(t >= 0 for t in timing.samples)
-    assert timing.min <= timing.median
+    assert all(t >= 0 for t in measured.samples)
+    assert measured.min <= measured.median
     with pytest.raises(ValueError):
-        profiling.time_fn(lambda: None, device="cpu", repeats=0)
+        timing.time_fn(lambda: None, device="cpu", repeats=0)
 
 
 def test_timer_fills_stopwatch():
-    with profiling.timer("cpu") as sw:
+    with timing.timer("cpu") as sw:
         sum(range(100))
     assert sw.seconds >= 0
 
 
 def test_timer_reads_the_clock_it_is_given():
     ticks = iter([10.0, 12.5])  # a fake clock: the block "takes" 2.5 of its units
-    with profiling.timer("cpu", clock=lambda: next(ticks)) as sw:
+    with timing.timer("cpu", clock=lambda: next(ticks)) as sw:
         pass
     assert sw.seconds == 2.5
-    timing = profiling.time_fn(lambda: None, device="cpu", warmup=0, repeats=3, clock=lambda: 0.0)
-    assert timing.samples == (0.0, 0.0, 0.0)
+    measured = timing.time_fn(lambda: None, device="cpu", warmup=0, repeats=3, clock=lambda: 0.0)
+    assert measured.samples == (0.0, 0.0, 0.0)
 
 
 def test_measurements_are_positive():
@@ -235,8 +236,8 @@ def test_latency_sweep_prefills_once_rolls_back_and_interleaves(monkeypatch):
 
 def test_results_json_round_trip(tmp_path):
     results = {"bandwidth_gbs": 12.5, "models": {"tiny-1M": {"ks": [1, 2], "latency_s": [1e-3]}}}
-    path = profiling.save_results(tmp_path / "sub" / "cpu-test.json", results, device="cpu")
-    record = profiling.load_results(path)
+    path = records.save_results(tmp_path / "sub" / "cpu-test.json", results, device="cpu")
+    record = records.load_results(path)
     assert record["results"] == results
     assert record["device_info"]["device"] == "cpu"
     assert record["path"] == str(path)
@@ -244,22 +245,22 @@ def test_results_json_round_trip(tmp_path):
 
 
 def test_load_recorded(tmp_path):
-    assert profiling.load_recorded(directory=tmp_path) == []
-    assert profiling.load_recorded(directory=tmp_path / "missing") == []
-    assert profiling.load_recorded("no-such-prefix-*.json") == []
+    assert records.load_recorded(directory=tmp_path) == []
+    assert records.load_recorded(directory=tmp_path / "missing") == []
+    assert records.load_recorded("no-such-prefix-*.json") == []
     for name in ["gpu-b.json", "gpu-a.json", "cpu-c.json"]:
-        profiling.save_results(tmp_path / name, {"name": name}, device="cpu")
-    records = profiling.load_recorded(directory=tmp_path)
-    assert [r["results"]["name"] for r in records] == ["gpu-a.json", "gpu-b.json"]
+        records.save_results(tmp_path / name, {"name": name}, device="cpu")
+    found = records.load_recorded(directory=tmp_path)
+    assert [r["results"]["name"] for r in found] == ["gpu-a.json", "gpu-b.json"]
     (tmp_path / "gpu-bad.json").write_text("{}")
     with pytest.raises(ValueError, match="not a results record"):
-        profiling.load_recorded(directory=tmp_path)
+        records.load_recorded(directory=tmp_path)
 
 
 def test_runtime_sweep_times_both_runtimes_on_the_same_weights() -> None:
     model = profiling.build_model(profiling.LADDER["tiny-1M"].config(vocab_size=64), seed=0)
-    times = profiling.runtime_sweep(model, [1, 4], ("hf", "lean"), repeats=2, prefix=8)
+    times = timing.runtime_sweep(model, [1, 4], ("hf", "lean"), repeats=2, prefix=8)
     assert set(times) == {"hf", "lean"}
     assert all(len(t) == 2 and all(0 < x < 10 for x in t) for t in times.values())
-    curve = profiling.verify_curve(model, "lean", max_tokens=3)
+    curve = timing.verify_curve(model, "lean", max_tokens=3)
     assert len(curve) == 3 and curve[0] == 1.0 and all(x > 0 for x in curve)

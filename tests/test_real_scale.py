@@ -17,8 +17,12 @@ from transformers import (
     LlamaForCausalLM,
 )
 
-from specdec_lab import decoding, drafters, heads, mock, models, vocab_cost
-from specdec_lab.lm import open_session
+from specdec_lab import decoding, drafters, heads, models
+from specdec_lab.engine import logits
+from specdec_lab.engine.sessions import open_session
+from specdec_lab.measure import vocab_cost
+from specdec_lab.models import pairs, stand_ins
+from specdec_lab.proof import mock
 
 
 @pytest.fixture
@@ -101,22 +105,22 @@ class _NothingDrafter:
 
 def test_heuristic_gamma_ignores_steps_that_drafted_nothing(pair) -> None:
     target, _ = pair
-    schedule = decoding.HeuristicGamma(_NothingDrafter(), initial=3)
+    schedule = drafters.HeuristicGamma(_NothingDrafter(), initial=3)
     out = decoding.speculative_generate(target, schedule, [1, 2], 12, 8, temperature=0)
     assert out.tokens.tolist() == _greedy(target, 12)
     assert schedule.gamma == 3  # transformers 5.x would be at 3 + 2·12 = 27 here
-    schedule.update(decoding.Step([], 0, 5))
+    schedule.update(0, 0)
     assert schedule.gamma == 3
-    schedule.update(decoding.Step([4, 4], 2, 5))  # the rule itself is unchanged
+    schedule.update(2, 2)  # the rule itself is unchanged
     assert schedule.gamma == 5
-    schedule.update(decoding.Step([4, 4], 1, 5))
+    schedule.update(2, 1)
     assert schedule.gamma == 4
 
 
 def test_heuristic_gamma_is_not_ratcheted_by_the_budget_capped_last_step(pair) -> None:
     # max_new_tokens = 1: the only step may draft 0 tokens; γ must not move across calls.
     target, draft = pair
-    schedule = decoding.HeuristicGamma(decoding.ModelDrafter(open_session(draft)), initial=2)
+    schedule = drafters.HeuristicGamma(drafters.ModelDrafter(open_session(draft)), initial=2)
     for _ in range(5):
         decoding.speculative_generate(target, schedule, [1, 2], 1, 6, temperature=0)
     assert schedule.gamma == 2
@@ -125,9 +129,9 @@ def test_heuristic_gamma_is_not_ratcheted_by_the_budget_capped_last_step(pair) -
 # --------------------------------------------------------------- tokenizer of a hub draft
 def test_tokenizer_check_runs_for_a_hub_draft(monkeypatch, tmp_path) -> None:
     target_dir, draft_dir = models.save_tiny_pair("gpt2", tmp_path / "a")
-    other = models.tiny_tokenizer("llama")  # "<s>" where GPT-2's byte tokenizer has a byte
+    other = stand_ins.tiny_tokenizer("llama")  # "<s>" where GPT-2's byte tokenizer has a byte
     loaded = []
-    real_load = models._load
+    real_load = pairs._load
 
     def fake_load(kind, source, **kwargs):  # "someone/draft" plays a hub id
         if source != "someone/draft":
@@ -137,7 +141,7 @@ def test_tokenizer_check_runs_for_a_hub_draft(monkeypatch, tmp_path) -> None:
             return other
         return real_load(kind, str(draft_dir), **kwargs)
 
-    monkeypatch.setattr(models, "_load", fake_load)
+    monkeypatch.setattr(pairs, "_load", fake_load)
     with pytest.raises(ValueError, match="tokenizers differ"):
         models.load_pair(target=str(target_dir), draft="someone/draft", device="cpu")
     assert "tokenizer" in loaded
@@ -147,7 +151,7 @@ def test_tokenizer_check_runs_for_a_hub_draft(monkeypatch, tmp_path) -> None:
             raise OSError("no tokenizer files")
         return fake_load(kind, source, **kwargs)
 
-    monkeypatch.setattr(models, "_load", no_tokenizer)
+    monkeypatch.setattr(pairs, "_load", no_tokenizer)
     pair = models.load_pair(target=str(target_dir), draft="someone/draft", device="cpu")
     assert pair.vocab_size == len(pair.tokenizer)
 
@@ -189,13 +193,13 @@ def test_positions_allow_prompt_plus_new_minus_one(short_gpt2) -> None:
 def test_positions_are_checked_through_sessions_and_drafters(short_gpt2) -> None:
     target, draft = short_gpt2
     prompt = torch.arange(10)
-    session, drafter = open_session(target), decoding.ModelDrafter(open_session(draft))
+    session, drafter = open_session(target), drafters.ModelDrafter(open_session(draft))
     for call in (
         lambda: decoding.autoregressive_generate(session, prompt, 8, 0),
         lambda: decoding.speculative_generate(session, draft, prompt, 8, temperature=0),
         lambda: decoding.speculative_generate(target, drafter, prompt, 8, temperature=0),
         lambda: decoding.speculative_generate(
-            target, decoding.HeuristicGamma(drafter), prompt, 8, temperature=0
+            target, drafters.HeuristicGamma(drafter), prompt, 8, temperature=0
         ),
     ):
         with pytest.raises(ValueError, match="GPT2LMHeadModel takes at most 16"):
@@ -247,7 +251,7 @@ def test_output_logits_equal_the_forward(family) -> None:
     with torch.no_grad():
         expected = model(input_ids=ids).logits
         hidden = model.get_decoder()(input_ids=ids).last_hidden_state  # (1, 9, d)
-        mine = models.output_logits(model, hidden)
+        mine = logits.output_logits(model, hidden)
         by_hand = model.get_output_embeddings()(hidden)
     torch.testing.assert_close(mine, expected, atol=1e-5, rtol=1e-5)
     assert (by_hand - expected).abs().max() > 1e-2  # the LM head alone is wrong here
@@ -257,7 +261,7 @@ def test_output_logits_refuse_an_unknown_scale() -> None:
     config = LlamaConfig(**SMALL)
     config.logits_scaling = 2.0  # a family we have not read
     with pytest.raises(ValueError, match="LOGIT_SCALES"):
-        models.output_logits(LlamaForCausalLM(config), torch.zeros(1, 32))
+        logits.output_logits(LlamaForCausalLM(config), torch.zeros(1, 32))
 
 
 def test_head_drafter_scores_with_output_logits(monkeypatch) -> None:
@@ -267,7 +271,7 @@ def test_head_drafter_scores_with_output_logits(monkeypatch) -> None:
 
     def spy(m, hidden):
         seen.append(m)
-        return models.output_logits(m, hidden)
+        return logits.output_logits(m, hidden)
 
     monkeypatch.setattr(heads, "output_logits", spy)
     session, drafter = heads.head_drafter(model, heads.DraftHead(heads.HeadConfig(32, 16, 1)))

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from specdec_lab import sampling, stats
+from specdec_lab import sampling
+from specdec_lab.proof import stats
 
 
 def test_temperature_top_k_top_p() -> None:

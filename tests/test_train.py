@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdec_lab import corpus, profiling, train
+from specdec_lab import data
+from specdec_lab.cli import train as train_cli
+from specdec_lab.course import corpus, train
+from specdec_lab.measure import profiling
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "data" / "models"
 
@@ -131,14 +134,14 @@ def tiny_corpus(tmp_path_factory):
     root = tmp / "src"
     root.mkdir()
     pkg = Path(train.__file__).parent
-    for name in ["corpus.py", "train.py", "runtime.py"]:
+    for name in ["corpus.py", "train.py", "head_training.py"]:
         (root / name).write_text((pkg / name).read_text())
     corpus.build_corpus(tmp / "corpus", root=root, heldout_percent=0, progress=False)
-    for domain in corpus.DOMAINS:  # the held-out files must exist; reuse the training text
+    for domain in data.DOMAINS:  # the held-out files must exist; reuse the training text
         text = (tmp / "corpus" / f"{domain}_train.txt").read_text()
         (tmp / "corpus" / f"{domain}_heldout.txt").write_text(text)
     tok = corpus.train_tokenizer(
-        [tmp / "corpus" / f"{d}_train.txt" for d in corpus.DOMAINS], tmp / "tok", vocab_size=300
+        [tmp / "corpus" / f"{d}_train.txt" for d in data.DOMAINS], tmp / "tok", vocab_size=300
     )
     return tmp, tok
 
@@ -167,7 +170,7 @@ def test_micro_training_decreases_loss_and_reloads(tiny_corpus):
     assert log["steps"] == 40 and log["tokens_seen"] == 4 * 32 * 40
     assert after < before - 0.5
 
-    reloaded = train.load_model(tmp / "micro")
+    reloaded = train.load_checkpoint(tmp / "micro")
     config = json.loads((tmp / "micro" / "config.json").read_text())
     assert config["dtype"] == "float16" and config["eos_token_id"] == tok.eos_token_id
     x = tokens[:33].unsqueeze(0)  # (1, 33)
@@ -215,13 +218,13 @@ def test_cli_trains_saves_and_logs(tiny_corpus):
     out = tmp / "models" / "micro-cli"
     args = ["--model", "micro", "--tokens", "1024", "--out", str(out), "--no-progress"]
     args += ["--corpus-dir", str(tmp / "corpus"), "--tokenizer", str(tmp / "tok")]
-    assert train.main(args) == 0
+    assert train_cli.main(args) == 0
     args2 = ["--model", "micro", "--tokens", "512", "--out", str(tmp / "models" / "d")]
     args2 += ["--corpus-dir", str(tmp / "corpus"), "--distill-from", str(out), "--no-progress"]
     args2 += ["--init-from", str(out)]
-    assert train.main(args2) == 0
+    assert train_cli.main(args2) == 0
     args3 = ["--model", "micro", "--eval-only", "--out", str(out), "--alpha-against", str(out)]
-    assert train.main(args3 + ["--corpus-dir", str(tmp / "corpus")]) == 0
+    assert train_cli.main(args3 + ["--corpus-dir", str(tmp / "corpus")]) == 0
     log = json.loads((tmp / "models" / "training.json").read_text())["models"]
     assert log["micro-cli"]["tokens_seen"] == 1024 and log["d"]["distilled_from"] == str(out)
     assert 0.0 < log["d"]["alpha"]["code"]["alpha"] <= 1.0

@@ -7,8 +7,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import broken, decoding, mock, stats, theory, tree, verify
-from specdec_lab.lm import HFSession, open_session, tree_path
+from specdec_lab import decoding, theory, tree, verify
+from specdec_lab.engine.sessions import HFSession, open_session, tree_path
+from specdec_lab.proof import broken, mock, stats
 from specdec_lab.sampling import SamplingConfig, sample
 
 DELTA = 1e-6

@@ -5,8 +5,28 @@ import itertools
 import pytest
 import torch
 
-from specdec_lab import stats, verify
-from specdec_lab.sampling import logits_to_probs, sample
+from specdec_lab import verify
+from specdec_lab.drafters import one_hot
+from specdec_lab.engine import fused
+from specdec_lab.proof import stats
+from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
+
+GREEDY, T1 = SamplingConfig(0.0), SamplingConfig(1.0)
+
+
+def greedy_verify(drafts: torch.Tensor, p_logits: torch.Tensor) -> tuple[int, int]:
+    """The loop's greedy verification, read on the host: (n, next token)."""
+    q = one_hot(drafts, p_logits.shape[1])  # what a greedy drafter reports; greedy never reads it
+    verdict = fused.verify_on_device(drafts, q, p_logits, GREEDY)
+    return verdict.n, verdict.next_token
+
+
+def fast_rejection_sample(drafts, q, p, generator=None) -> tuple[int, int]:
+    """The on-device twin of `verify.rejection_sample`, its input checks read in one sync."""
+    n, token = fused.rejection_sample_on_device(drafts, q, p, generator)
+    n, token, *flags = torch.cat([n[None], token[None], fused.value_flags(drafts, q, p)]).tolist()
+    fused.raise_for(flags, drafts, p.shape[1])
+    return n, token
 
 
 def _family(seed: int, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,9 +137,8 @@ def test_draft_token_with_zero_target_mass_is_always_rejected() -> None:
 
 def test_greedy_verify() -> None:
     p_logits = torch.tensor([[0.0, 5, 0], [0, 0, 5], [5, 0, 0], [0, 5, 0]])  # argmax 1, 2, 0, 1
-    assert verify.greedy_verify(torch.tensor([1, 2, 0]), p_logits) == (3, torch.tensor(1))
-    n, nxt = verify.greedy_verify(torch.tensor([1, 1, 0]), p_logits)
-    assert (n, int(nxt)) == (1, 2)
+    assert greedy_verify(torch.tensor([1, 2, 0]), p_logits) == (3, 1)
+    assert greedy_verify(torch.tensor([1, 1, 0]), p_logits) == (1, 2)
 
 
 def test_greedy_verify_is_rejection_sampling_at_temperature_zero(gen) -> None:
@@ -127,7 +146,7 @@ def test_greedy_verify_is_rejection_sampling_at_temperature_zero(gen) -> None:
     p = logits_to_probs(logits, temperature=0)
     drafts = torch.tensor([int(logits[0].argmax()), int(logits[1].argmax()), 0, 0])
     q = torch.nn.functional.one_hot(drafts, 9).float()
-    assert verify.rejection_sample(drafts, q, p, gen)[0] == verify.greedy_verify(drafts, logits)[0]
+    assert verify.rejection_sample(drafts, q, p, gen)[0] == greedy_verify(drafts, logits)[0]
 
 
 # ------------------------------------------------------------ the one-sync verifiers
@@ -154,9 +173,8 @@ def test_fast_rejection_sample_makes_the_references_draws() -> None:
     # Same uniforms in the same order: the same (n, next token), so the same output law.
     for i, (drafts, q, p) in enumerate(_instances(3000)):
         ref = verify.rejection_sample(drafts, q, p, torch.Generator().manual_seed(i))
-        fast = verify.rejection_sample_fast(drafts, q, p, torch.Generator().manual_seed(i))
-        assert ref[0] == fast[0] and int(ref[1]) == int(fast[1]), (i, ref, fast)
-        assert isinstance(fast[0], int) and fast[1].shape == ()
+        fast = fast_rejection_sample(drafts, q, p, torch.Generator().manual_seed(i))
+        assert ref[0] == fast[0] and int(ref[1]) == fast[1], (i, ref, fast)
 
 
 def test_fast_rejection_sample_follows_the_exact_law() -> None:
@@ -177,8 +195,8 @@ def test_fast_rejection_sample_follows_the_exact_law() -> None:
     n_samples = stats.samples_needed(tol=0.02, delta=1e-6, n_outcomes=9)
     outcomes = []
     for _ in range(n_samples):
-        n, x = verify.rejection_sample_fast(drafts, q, p, g)
-        outcomes.append(3 * n + int(x))
+        n, x = fast_rejection_sample(drafts, q, p, g)
+        outcomes.append(3 * n + x)
     check = stats.check_against_law(outcomes, law.numpy(), 1e-6)
     assert check.passed, check
 
@@ -200,18 +218,18 @@ class _SyncCounter:
             monkeypatch.setattr(torch.Tensor, name, counted)
 
 
-def test_fast_verifiers_sync_once(monkeypatch) -> None:
+def test_the_loops_verifier_syncs_once(monkeypatch) -> None:
     instances = list(_instances(12, seed=1))
     logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0))
     drafts = logits[:3].argmax(-1)
     counter = _SyncCounter(monkeypatch)
     for d, q, p in instances:
         before = counter.count
-        verify.rejection_sample_fast(d, q, p, torch.Generator().manual_seed(0))
+        fused.verify_on_device(d, q, p.log(), T1, torch.Generator().manual_seed(0))
         assert counter.count - before == 1
     for d in (drafts, torch.tensor([0, 0, 0])):
         before = counter.count
-        verify.greedy_verify(d, logits)
+        greedy_verify(d, logits)
         assert counter.count - before == 1
     before = counter.count  # the counter has power: the readable reference syncs several times
     verify.rejection_sample(*instances[2], torch.Generator().manual_seed(0))
@@ -230,11 +248,11 @@ def test_fast_verifiers_sync_once(monkeypatch) -> None:
 )
 def test_fused_checks_of_both_verifiers(tokens, q, p, message) -> None:
     args = torch.tensor(tokens), torch.tensor(q), torch.tensor(p)
-    for verifier in (verify.rejection_sample, verify.rejection_sample_fast):
+    for verifier in (verify.rejection_sample, fast_rejection_sample):
         with pytest.raises(ValueError, match=message):
             verifier(*args)
 
 
 def test_greedy_verify_refuses_nan_scores() -> None:
     with pytest.raises(ValueError, match="NaN"):
-        verify.greedy_verify(torch.tensor([0]), torch.tensor([[0.0, float("nan")], [1.0, 0]]))
+        greedy_verify(torch.tensor([0]), torch.tensor([[0.0, float("nan")], [1.0, 0]]))

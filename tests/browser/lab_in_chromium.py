@@ -41,7 +41,7 @@ from PIL import Image
 from playwright.sync_api import Browser, Page, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
-from specdec_lab.exercises import CHECK_TAG
+from specdec_lab.course.exercises import CHECK_TAG
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "_browser"

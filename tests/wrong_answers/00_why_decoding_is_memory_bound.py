@@ -2,7 +2,7 @@
 
 tests/test_exercises.py binds each one to the exercise's answer name in the student notebook and
 re-runs the check cell, which must fail with an ``AssertionError("Exercise N: ...")``.
-See `specdec_lab.exercises` for the format.
+See `specdec_lab.course.exercises` for the format.
 """
 
 
@@ -31,7 +31,7 @@ def fixed_fp16(config, bytes_per_value=2):
 
 def delegates(config, bytes_per_value=2):
     """Calls profiling.kv_cache_bytes, the function the exercise asks to write."""
-    from specdec_lab import profiling
+    from specdec_lab.measure import profiling
 
     return profiling.kv_cache_bytes(config, 1, 1, bytes_per_value)
 

@@ -2,7 +2,7 @@
 
 tests/test_exercises.py binds each one to the exercise's answer name in the student notebook and
 re-runs the check cell, which must fail with an ``AssertionError("Exercise N: ...")``.
-See `specdec_lab.exercises` for the format.
+See `specdec_lab.course.exercises` for the format.
 """
 
 import functools
@@ -10,7 +10,8 @@ import math
 
 import torch
 
-from specdec_lab import drafters, sampling, stats, verify
+from specdec_lab import drafters, sampling, verify
+from specdec_lab.proof import stats
 
 # --- Exercise 2.1: samples to catch a bug d away ---------------------------------------------
 

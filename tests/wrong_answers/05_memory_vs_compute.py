@@ -2,7 +2,7 @@
 
 tests/test_exercises.py binds each one to the exercise's answer name in the student notebook and
 re-runs the check cell, which must fail with an ``AssertionError("Exercise N: ...")``.
-See `specdec_lab.exercises` for the format.
+See `specdec_lab.course.exercises` for the format.
 """
 
 from specdec_lab import theory
@@ -44,7 +44,7 @@ def inverted_c(alpha, c, ks, latencies):
 
 def delegates(ks, latencies, tol=0.1):
     """Calls profiling.find_knee, the function the exercise asks to write."""
-    from specdec_lab import profiling
+    from specdec_lab.measure import profiling
 
     return profiling.find_knee(ks, latencies, tol)
 

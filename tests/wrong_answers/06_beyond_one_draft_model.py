@@ -2,7 +2,7 @@
 
 tests/test_exercises.py binds each one to the exercise's answer name in the student notebook and
 re-runs the check cell, which must fail with an ``AssertionError("Exercise N: ...")``.
-See `specdec_lab.exercises` for the format.
+See `specdec_lab.course.exercises` for the format.
 """
 
 import torch
@@ -68,10 +68,10 @@ def ancestors_without_self(parents):
 
 
 def delegates(parents):
-    """Calls lm.tree_ancestry, the function the exercise asks to write."""
-    from specdec_lab import lm
+    """Calls sessions.tree_ancestry, the function the exercise asks to write."""
+    from specdec_lab.engine import sessions
 
-    return lm.tree_ancestry(parents)
+    return sessions.tree_ancestry(parents)
 
 
 WRONG_ANSWERS = {
@@ -85,6 +85,6 @@ WRONG_ANSWERS = {
         "causal mask": causal,
         "parent only": parent_only,
         "ancestors without self": ancestors_without_self,
-        "delegates to lm.tree_ancestry": delegates,
+        "delegates to sessions.tree_ancestry": delegates,
     },
 }

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from scipy import stats as sps
 
-from specdec_lab.lm import open_session, vocab_size_of
+from specdec_lab.engine.sessions import open_session, vocab_size_of
 from specdec_lab.sampling import logits_to_probs
 
 

@@ -16,11 +16,14 @@ import sys
 
 import torch
 
-from specdec_lab import decoding, display, lm, mock
+from specdec_lab import decoding, display
+from specdec_lab.data import MODELS_DIR, load_prompts
 from specdec_lab.decoding import Step
-from specdec_lab.models import DTYPES, MODELS_DIR, check_positions, load_pair
-from specdec_lab.prompts import load_prompts
-from specdec_lab.runtime import default_device, device_info, set_cpu_threads
+from specdec_lab.engine import sessions
+from specdec_lab.env import default_device, device_info, set_cpu_threads
+from specdec_lab.inputs import check_positions
+from specdec_lab.models import DTYPES, load_pair
+from specdec_lab.proof import mock
 
 DIM, RESET = "\033[2m", "\033[0m"
 
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--runtime",
         default="auto",
-        choices=lm.RUNTIMES,
+        choices=sessions.RUNTIMES,
         help="how transformers models run: our lean forward where it covers the family "
         "(auto, the default), always (lean), or transformers' own (hf)",
     )
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         check_positions([target, draft], len(ids), args.max_new_tokens)
 
     info = device_info()
-    runtime = lm.runtime_of(target, args.runtime)
+    runtime = sessions.runtime_of(target, args.runtime)
     print(
         f"{DIM if color else ''}{label}; device {info['device']} ({info.get('gpu', info['cpu'])}, "
         f"{info['torch_threads']} threads); runtime {runtime}{RESET if color else ''}"
@@ -169,20 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         kind = "greedy" if temperature == 0 else f"sampled at T = {temperature:g}"
         print(f"\n--- {kind}, γ = {args.gamma} ---")
         if temperature == 0 and not use_mock and args.pair in (None, "embedded"):
-            print(GREEDY_LOOPS)
+            print(display.greedy_loop_note())
         sys.stdout.write(decode(ids))
         out = spec(temperature, args.max_new_tokens, _Streamer(decode, ids.tolist(), color))
         print("\n")
         _summary(out, autoregressive(temperature, args.max_new_tokens), temperature, use_mock)
     return 0
-
-
-GREEDY_LOOPS = (
-    "(The embedded target is a 10.7M-parameter model: its greedy text loops. Over 96-token\n"
-    " greedy continuations of the 8 code prompts, a median 80% of 4-grams repeat an earlier one,\n"
-    " against 9% in human-written code (data/models/training.json, `quality`). A loop is easy to\n"
-    " draft, so greedy α and speedups flatter the pair; the sampled run above is the fair one.)"
-)
 
 
 def _summary(spec, ar, temperature: float, use_mock: bool) -> None:

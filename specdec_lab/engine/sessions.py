@@ -19,14 +19,18 @@ import warnings
 from typing import Protocol
 
 import torch
+from transformers import DynamicCache
 
-from specdec_lab.llama import LeanLlama, lean_support
+from specdec_lab.engine.llama import LeanLlama, lean_support
+from specdec_lab.engine.logits import output_logits
 
 
 class Session(Protocol):
     """What the decoding loops need from a model."""
 
     vocab_size: int
+    device: torch.device  # where the model computes and the sequence lives
+    runtime: str  # "lean", "hf" or "mock"
     calls: int  # forward passes so far
     seconds: float  # wall time inside those forwards
 
@@ -39,12 +43,17 @@ class Session(Protocol):
         """Forget everything after the first `length` tokens."""
         ...
 
+    def reserve(self, positions: int) -> None:
+        """A call will hold at most `positions` tokens: preallocate the cache if it can."""
+        ...
+
 
 RUNTIMES = ("auto", "lean", "hf")
 
 
 class _SessionBase:
     runtime = "mock"
+    device = torch.device("cpu")
 
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
@@ -83,6 +92,9 @@ class _SessionBase:
 
     def crop(self, length: int) -> None:
         self.cached = min(self.cached, length)
+
+    def reserve(self, positions: int) -> None:
+        """Only the lean runtime preallocates; the others grow as they go."""
 
     def keep_branch(self, nodes: list[int]) -> None:
         """A tree step accepted `nodes` (root to leaf). This session dropped the tree after
@@ -143,8 +155,6 @@ class HFSession(_SessionBase):
     runtime = "hf"
 
     def __init__(self, model, vocab_size: int | None = None, keep_hidden: bool = False) -> None:
-        from transformers import DynamicCache
-
         super().__init__(vocab_size or model.config.vocab_size)
         self.model = model
         self.device = model.device
@@ -213,8 +223,6 @@ class HFSession(_SessionBase):
                 input_ids=input_ids, cache=self.cache, use_cache=True, **kwargs
             ).last_hidden_state[0]  # (k, d)
             self.hidden = torch.cat([self.hidden, h.float()])
-            from specdec_lab.models import output_logits  # soft-capping and scaling included
-
             logits = output_logits(self.model, h[-logits_to_keep:])
         # Verification runs on the CPU with the caller's CPU generator: one small copy per step.
         return logits[:, : self.vocab_size].float()  # (k, V), on the model's device

@@ -51,7 +51,6 @@ rest of the student notebook runs as it would without probes.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import contextlib
 import copy
@@ -367,7 +366,7 @@ def with_probes(
     for ex in reversed(exercise_cells(solution)):
         check = student.cells[ex.check_index + 1]  # the student notebook opens with its note
         code = (
-            "from specdec_lab import exercises as _exercises\n\n"
+            "from specdec_lab.course import exercises as _exercises\n\n"
             f"_exercises.probe(globals(), {ex.number!r}, {ex.answer_names!r}, "
             f"{check.source!r}, {path!r})"
         )
@@ -522,38 +521,3 @@ def _time_limit(seconds: float):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m specdec_lab.exercises", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("--src", default="notebooks", help="solution notebooks (%(default)s)")
-    parser.add_argument("--out", default="workshop", help="student notebooks (%(default)s)")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--check", action="store_true", help="exit 1 if --out is out of date")
-    mode.add_argument("--list", action="store_true", help="print the exercises as a table")
-    args = parser.parse_args(argv)
-    try:
-        if args.list:
-            print(markdown_table(list_exercises(args.src)))
-            return 0
-        if args.check:
-            problems = differences(args.src, args.out)
-            for line in problems:
-                print(line, file=sys.stderr)
-            if problems:
-                print("run `make workshop` to regenerate the student notebooks", file=sys.stderr)
-            return 1 if problems else 0
-        written = generate(args.src, args.out)
-    except ExerciseError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    for path in written:
-        print(f"wrote {path}")
-    print(f"{args.out}/ is up to date")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

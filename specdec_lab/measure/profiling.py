@@ -1,32 +1,26 @@
-"""Timing, roofline accounting and a ladder of Llama-shaped models: is *this* device memory-bound?
+"""Roofline accounting and a ladder of Llama-shaped models: is *this* device memory-bound?
 
 Speculative decoding (Leviathan et al., arXiv:2211.17192; p = target, q = draft) pays off because
 one target forward over γ+1 tokens costs about as much as a forward over 1 token — as long as the
 forward is *memory-bound*: the time goes into streaming the weights (and KV cache) from memory,
 and the extra arithmetic for more tokens hides behind it. This module measures where that stops
-being true on the device at hand.
+being true on the device at hand (its times come from `measure.timing`).
 
-- Timing: `timer(device)` (a context manager that synchronises; CUDA events on CUDA) and
-  `time_fn(fn, ...)` (warm-up, repeats, medians) -> `Timing`.
 - Device peaks: `measure_bandwidth` (GB/s) and `measure_matmul_flops` (FLOP/s).
 - Models: `ModelShape` presets in `LADDER` (~1M to ~7B parameters), `build_model`,
   `forward_latency(model, k, batch)`, which times k new tokens on top of a cached prefix, and
   `latency_sweep` over several k.
-- Overhead: `runtime_sweep` / `session_latency` time the same forwards through the decoding
-  loop's sessions on each runtime (transformers' eager forward vs `specdec_lab.llama`), and
-  `verify_curve` gives t(k)/t(1) for choosing γ and tree shapes.
 - Roofline: `param_count`, `forward_flops`, `forward_bytes`, `arithmetic_intensity`,
   `ridge_point`, `roofline_time` / `roofline_latency`, `find_knee`, `plot_roofline`,
   and `theory.speedup` for the speedup with a measured verification cost.
-- Records: `save_results` / `load_results` / `load_recorded` (JSON with `runtime.device_info`).
 
 Units: times in seconds, bandwidth in GB/s (1e9 bytes/s), compute in FLOP/s (one multiply-add is
 2 FLOPs), arithmetic intensity in FLOP/byte.
 
 Recorded-results schema (what a GPU script writes to `data/results/gpu-*.json` via
-`save_results`; the notebook reads the same keys)::
+`records.save_results`; the notebook reads the same keys)::
 
-    {"device_info": {...},          # runtime.device_info(device)
+    {"device_info": {...},          # env.device_info(device)
      "created": "2025-01-01T00:00:00+00:00",
      "results": {
         "dtype": "float16", "prefix": 32,
@@ -41,26 +35,18 @@ Latencies are medians in seconds; `ks` and `latency_s` are parallel lists, as ar
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import datetime
-import json
-import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from specdec_lab import runtime
+from specdec_lab.measure.timing import Timing, time_fn, timer
 
 if TYPE_CHECKING:  # transformers' model classes take seconds to import: load them on first use
     from transformers import LlamaConfig, LlamaForCausalLM
-
-RESULTS_DIR = Path(__file__).resolve().parents[1] / "data" / "results"
-"""Where recorded benchmark JSON lives (`data/results/` at the repository root)."""
 
 CPU_MAX_PARAMS = 1_000_000_000
 """`build_model` refuses to allocate models larger than this on the CPU (a 7B fp32 is 27 GB)."""
@@ -69,94 +55,6 @@ CPU_MAX_PARAMS = 1_000_000_000
 # --------------------------------------------------------------------------------------------
 # Timing
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Per-repeat wall times in seconds; quote the `median` (robust to a noisy neighbour)."""
-
-    samples: tuple[float, ...]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def min(self) -> float:
-        return min(self.samples)
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-
-@dataclass
-class Stopwatch:
-    """Filled in by `timer` when its block exits: `seconds` is the elapsed wall time."""
-
-    seconds: float = float("nan")
-
-
-@contextlib.contextmanager
-def timer(
-    device: torch.device | str, clock: Callable[[], float] = time.perf_counter
-) -> Iterator[Stopwatch]:
-    """Time the enclosed block on `device`, waiting for its queued kernels before and after.
-
-    On CUDA the clock is a pair of `torch.cuda.Event`s (GPU time, not Python time); elsewhere it
-    is `clock` after `runtime.synchronize`: wall time by default, or `time.process_time` for the
-    CPU time of this process, which a busy neighbour on a shared CPU does not inflate.
-
-    >>> with timer("cpu") as sw:
-    ...     _ = sum(range(1000))
-    >>> sw.seconds > 0
-    True
-    """
-    device = torch.device(device)
-    sw = Stopwatch()
-    runtime.synchronize(device)
-    if device.type == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        stream = torch.cuda.current_stream(device)
-        start.record(stream)
-        yield sw
-        end.record(stream)
-        end.synchronize()
-        sw.seconds = start.elapsed_time(end) / 1e3  # elapsed_time is in milliseconds
-    else:
-        t0 = clock()
-        yield sw
-        runtime.synchronize(device)
-        sw.seconds = clock() - t0
-
-
-def time_fn(
-    fn: Callable[[], object],
-    *,
-    device: torch.device | str,
-    warmup: int = 2,
-    repeats: int = 5,
-    reset: Callable[[], object] | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-) -> Timing:
-    """Call `fn` `warmup` times untimed, then `repeats` times timed; return every sample.
-
-    `reset`, if given, runs after every call *outside* the timed region (e.g. rolling back a KV
-    cache so each repeat sees the same state).
-    """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    for _ in range(warmup):
-        fn()
-        if reset is not None:
-            reset()
-    samples = []
-    for _ in range(repeats):
-        with timer(device, clock) as sw:
-            fn()
-        samples.append(sw.seconds)
-        if reset is not None:
-            reset()
-    return Timing(tuple(samples))
 
 
 # --------------------------------------------------------------------------------------------
@@ -389,63 +287,6 @@ def forward_latency(
 # --------------------------------------------------------------------------------------------
 
 
-def session_latency(
-    model,
-    k: int,
-    runtime: str = "auto",
-    repeats: int = 7,
-    prefix: int = 32,
-    clock: Callable[[], float] = time.perf_counter,
-):
-    """Seconds of one forward over k new tokens after `prefix` cached ones, the way the
-    decoding loops run it (`lm.open_session(model, runtime=runtime)`, logits included): the
-    minimum of `repeats` after two warm-ups. Compare runtimes with `runtime_sweep`."""
-    return runtime_sweep(model, [k], (runtime,), repeats, prefix, clock)[runtime][0]
-
-
-def runtime_sweep(
-    model,
-    ks: Sequence[int],
-    runtimes: Sequence[str] = ("hf", "lean"),
-    repeats: int = 7,
-    prefix: int = 32,
-    clock: Callable[[], float] = time.perf_counter,
-) -> dict[str, list[float]]:
-    """Per-call latency (seconds, min of `repeats`) of a k-token forward for every k in `ks`,
-    through each runtime's session: {runtime: [t(k) for k in ks]}.
-
-    Same weights, same arithmetic: what differs between "hf" (transformers' eager forward) and
-    "lean" (`specdec_lab.llama`) is per-call overhead, the third regime next to memory bandwidth
-    and compute (notebook 05). Rounds interleave runtimes and ks, so a burst of background load
-    lands on all of them; the minimum is the least disturbed run. `clock` is as in `timer`.
-    """
-    from specdec_lab import lm  # the sessions import transformers: load on first use
-
-    gen = torch.Generator().manual_seed(0)
-    vocab = model.get_input_embeddings().weight.shape[0]
-    ids = torch.randint(vocab, (prefix + max(ks),), generator=gen)
-    sessions = {rt: lm.open_session(model, runtime=rt) for rt in runtimes}
-    best = {rt: [float("inf")] * len(ks) for rt in runtimes}
-    for session in sessions.values():
-        session.logits(ids[:prefix])
-    for round_ in range(repeats + 2):  # two warm-up rounds
-        for rt, session in sessions.items():
-            for i, k in enumerate(ks):
-                session.crop(prefix)
-                with timer(model.device, clock) as sw:
-                    session.logits(ids[: prefix + k])
-                if round_ >= 2:
-                    best[rt][i] = min(best[rt][i], sw.seconds)
-    return best
-
-
-def verify_curve(model, runtime: str = "auto", max_tokens: int = 16) -> list[float]:
-    """t(k tokens) / t(1 token) for k = 1 .. max_tokens: the device's verification cost curve
-    (a target forward over γ+1 tokens, relative to one), which `tree.choose_branching` reads."""
-    times = runtime_sweep(model, range(1, max_tokens + 1), (runtime,))[runtime]
-    return [t / times[0] for t in times]
-
-
 # --------------------------------------------------------------------------------------------
 # Roofline accounting
 # --------------------------------------------------------------------------------------------
@@ -624,37 +465,3 @@ def plot_roofline(
 # --------------------------------------------------------------------------------------------
 # Recorded results
 # --------------------------------------------------------------------------------------------
-
-
-def save_results(
-    path: str | Path, results: dict[str, Any], device: torch.device | str | None = None
-) -> Path:
-    """Write `results` (JSON-serialisable) with `runtime.device_info(device)` and a timestamp."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    record = {
-        "device_info": runtime.device_info(device),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "results": results,
-    }
-    path.write_text(json.dumps(record, indent=2) + "\n")
-    return path
-
-
-def load_results(path: str | Path) -> dict[str, Any]:
-    """Read one record written by `save_results` (adds its `path`)."""
-    path = Path(path)
-    record = json.loads(path.read_text())
-    if "results" not in record or "device_info" not in record:
-        raise ValueError(f"{path} is not a results record (needs 'results' and 'device_info')")
-    record["path"] = str(path)
-    return record
-
-
-def load_recorded(
-    pattern: str = "gpu-*.json", directory: str | Path | None = None
-) -> list[dict[str, Any]]:
-    """All records matching `pattern` in `directory` (default `RESULTS_DIR`), sorted by file
-    name; [] when there are none."""
-    directory = Path(directory) if directory is not None else RESULTS_DIR
-    return [load_results(p) for p in sorted(directory.glob(pattern))]

@@ -1,4 +1,4 @@
-"""Tests for specdec_lab.clocked (notebook 04 §6): the interleaved runs and their summary.
+"""Tests for specdec_lab.measure.timing (notebook 04 §6): the interleaved runs and their summary.
 
 A counting clock stands in for time, so nothing here depends on the machine's speed."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import clocked
+from specdec_lab.measure import timing
 
 VOCAB = 40
 
@@ -46,14 +46,14 @@ def counting_clock():
 def test_greedy_runs_equal_plain_decoding_and_summarise(setup):
     pair, drafts, prompts = setup
     plan = {"code": [None, "small"]}
-    runs, seconds = clocked.timed_runs(
+    runs, seconds = timing.timed_runs(
         pair, drafts, prompts, plan, 6, 3, rounds=2, clock=counting_clock(), progress=False
     )
     assert set(runs) == {("code", None), ("code", "small")}
     for plain, spec in zip(runs["code", None], runs["code", "small"], strict=True):
         assert torch.equal(plain.tokens, spec.tokens)  # greedy speculative == greedy plain
     assert all(s.tolist() == [1.0, 1.0] for s in seconds.values())  # the fastest of 1 s runs
-    speed, gain, alpha = clocked.summarise(runs, seconds, 6)
+    speed, gain, alpha = timing.summarise(runs, seconds, 6)
     assert speed == {("code", None): 6.0, ("code", "small"): 6.0}
     assert gain == {("code", "small"): 1.0}  # plain decoding has no gain, no α
     assert set(alpha) == {("code", "small")} and 0.0 <= alpha["code", "small"] <= 1.0
@@ -64,13 +64,13 @@ def test_sampled_runs_follow_their_seed_and_repeat_across_rounds(setup):
     plan = {"code": [None, "small"]}
 
     def sampled(seed: int, rounds: int = 1):
-        runs, _ = clocked.timed_runs(
+        runs, _ = timing.timed_runs(
             pair, drafts, prompts, plan, 8, 3, rounds, counting_clock(),
             temperature=1.0, seed=seed, progress=False,
         )  # fmt: skip
         return [g.tokens.tolist() for key in sorted(runs, key=str) for g in runs[key]]
 
-    greedy, _ = clocked.timed_runs(pair, drafts, prompts, plan, 8, 3, 1, counting_clock())
+    greedy, _ = timing.timed_runs(pair, drafts, prompts, plan, 8, 3, 1, counting_clock())
     assert sampled(0) == sampled(0, rounds=3)  # one seed, one set of runs, whatever the rounds
     assert sampled(0) != sampled(1)
     assert sampled(0) != [g.tokens.tolist() for key in sorted(greedy, key=str) for g in greedy[key]]
@@ -83,8 +83,8 @@ def test_seconds_are_the_fastest_round(monkeypatch):
         start = clock()
         return SimpleNamespace(stats=None), clock() - start
 
-    monkeypatch.setattr(clocked, "run_timed", run_timed)
+    monkeypatch.setattr(timing, "run_timed", run_timed)
     pair = SimpleNamespace(device=torch.device("cpu"), vocab_size=VOCAB)
     prompts, plan = {"code": [torch.tensor([1])]}, {"code": [None]}
-    _, seconds = clocked.timed_runs(pair, {}, prompts, plan, 4, 2, 3, lambda: next(ticks))
+    _, seconds = timing.timed_runs(pair, {}, prompts, plan, 4, 2, 3, lambda: next(ticks))
     assert seconds["code", None].tolist() == [2.0]

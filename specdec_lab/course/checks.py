@@ -31,14 +31,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from specdec_lab import decoding, lm, mock, profiling, sampling, stats, theory, verify
+from specdec_lab import decoding, drafters, sampling, theory, verify
+from specdec_lab.engine import sessions
+from specdec_lab.measure import profiling
+from specdec_lab.proof import mock, stats
 
 # The library functions some exercises re-implement, captured before any check can patch them.
 _REJECTION_SAMPLE = verify.rejection_sample
 _RESIDUAL = verify.residual_distribution
 _KV_CACHE_BYTES = profiling.kv_cache_bytes
 _FIND_KNEE = profiling.find_knee
-_TREE_ANCESTRY = lm.tree_ancestry
+_TREE_ANCESTRY = sessions.tree_ancestry
 
 
 # --- shared machinery ----------------------------------------------------------------------------
@@ -426,8 +429,6 @@ def exercise_2_2(ngram_drafter: type, length: int = 3, tol: float = 0.06, delta:
     sequences, then the law of whole outputs with the drafter inside `speculative_generate`."""
     from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
-    from specdec_lab import drafters
-
     forbidden = {
         "PromptLookupCandidateGenerator": None,
         "get_candidates": (PromptLookupCandidateGenerator, "get_candidates"),
@@ -523,7 +524,7 @@ class AuditedSession:
     """A mock's session that checks, at every call, that its cache is still a prefix of `ids`."""
 
     def __init__(self, model: Any, role: str) -> None:
-        self.inner, self.role = lm.open_session(model), role
+        self.inner, self.role = sessions.open_session(model), role
         self.vocab_size = self.inner.vocab_size
         self.seen = torch.empty(0, dtype=torch.long)  # the ids of the previous call
         self.positions = 0  # positions scored in total
@@ -935,9 +936,9 @@ def exercise_6_1(accept_any: Callable[[torch.Tensor, torch.Tensor, int], float],
 
 
 def exercise_6_2(tree_mask: Callable[[list[int]], torch.Tensor]) -> torch.Tensor:
-    """Exercise 6.2 on a (3, 1, 1) tree and a bushier one, against `lm.tree_ancestry`."""
+    """Exercise 6.2 on a (3, 1, 1) tree and a bushier one, against `sessions.tree_ancestry`."""
     guard = refuse_delegation(
-        "6.2", tree_mask, {"tree_ancestry": (lm, "tree_ancestry")}, "the ancestry mask"
+        "6.2", tree_mask, {"tree_ancestry": (sessions, "tree_ancestry")}, "the ancestry mask"
     )
     example = [-1, -1, -1, 0, 1, 2, 3, 4, 5]  # branching (3, 1, 1): three chains of length 3
     with guard:

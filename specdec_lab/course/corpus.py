@@ -31,12 +31,13 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from specdec_lab.data import DOMAINS
+
 EOT = "<|endoftext|>"
 MAX_POSITIONS = 1024
 """The context length the course's tokenizer and models are built for."""
 """Document separator written between files; also the tokenizer's bos/eos/pad token."""
 
-DOMAINS = ("code", "prose")
 
 #: Directory names whose contents are never used (test suites, third-party packages, caches).
 EXCLUDED_DIRS = frozenset(
@@ -483,3 +484,27 @@ def encode_corpus_file(tokenizer, path: Path):
     out = torch.tensor(ids, dtype=torch.int32 if len(tokenizer) < 2**31 else torch.long)
     torch.save(out, cache)
     return out
+
+
+def heldout_texts(
+    n_per_domain: int, min_chars: int = 1536, max_chars: int = 2048
+) -> dict[str, list[str]]:
+    """Code and prose of the standard-library files held out from training (`is_heldout`):
+    up to `n_per_domain` texts per domain, each cut to `max_chars` characters."""
+    texts: dict[str, list[str]] = {"code": [], "prose": []}
+    for rel, path in iter_source_files():
+        if not is_heldout(rel):
+            continue
+        source = path.read_text(encoding="utf-8", errors="replace")
+        if any(marker in source for marker in DATA_TABLE_MARKERS):
+            continue
+        try:
+            code_text, prose_text = split_source(source)
+        except (SyntaxError, ValueError):
+            continue
+        for domain, text in (("code", code_text), ("prose", prose_text)):
+            if len(texts[domain]) < n_per_domain and len(text) > min_chars:
+                texts[domain].append(text[:max_chars])
+        if all(len(t) == n_per_domain for t in texts.values()):
+            break
+    return texts

@@ -17,7 +17,6 @@ float32 and, in reduced precision, records and prints how many outputs differ. T
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import math
@@ -25,29 +24,22 @@ import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import torch
 from tqdm.auto import tqdm
 
-from specdec_lab import (
-    clocked,
-    decoding,
-    drafters,
-    heads,
-    llama,
-    lm,
-    models,
-    profiling,
-    theory,
-    tree,
+from specdec_lab import data, decoding, drafters, heads, inputs, theory, tree
+from specdec_lab.data import (
+    MODELS_DIR,
+    load_prompts,  # noqa: F401  (notebooks call data.load_prompts)
 )
-from specdec_lab.models import MODELS_DIR, Pair, load_pair
-from specdec_lab.prompts import load_prompts  # noqa: F401  (notebooks call bench.load_prompts)
-from specdec_lab.runtime import default_device, device_info, set_cpu_threads, synchronize
+from specdec_lab.engine import llama, sessions
+from specdec_lab.env import synchronize
+from specdec_lab.measure import timing
+from specdec_lab.models import Pair
 
-RESULTS_DIR = profiling.RESULTS_DIR
+RESULTS_DIR = data.RESULTS_DIR
 
 
 @dataclass(frozen=True)
@@ -152,28 +144,6 @@ def _timed_runs(
     return _Timed(rates, [statistics.median(r) for r in per_prompt], outputs)
 
 
-def measure_c(
-    pair: Pair,
-    gamma: int,
-    runtime: str = "auto",
-    repeats: int = 7,
-    clock: Callable[[], float] = time.perf_counter,
-) -> dict[str, float]:
-    """Isolated forwards on a 32-token KV cache, through `runtime`'s sessions (min of `repeats`
-    on `clock`): c = t_draft / t_target for one token, and verify_cost = t_target(γ+1 tokens) /
-    t_target(1)."""
-    t_target, t_verify, t_draft = clocked.forward_costs(
-        pair, {"draft": pair.draft}, gamma, repeats, clock=clock, runtime=runtime
-    )
-    return {
-        "t_draft_ms": 1e3 * t_draft["draft"],
-        "t_target_ms": 1e3 * t_target,
-        "t_verify_ms": 1e3 * t_verify,
-        "c": t_draft["draft"] / t_target,
-        "verify_cost": t_verify / t_target,
-    }
-
-
 def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progress: bool = True):
     """Measure every method on `prompts` (list of (L,) ids). Returns (rows, costs).
 
@@ -182,7 +152,7 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
     """
     dev, n_new, vocab = pair.device, cfg.max_new_tokens, pair.vocab_size
     target, draft = pair.target, pair.draft
-    models.check_positions([target, draft], max(len(p) for p in prompts), n_new)
+    inputs.check_positions([target, draft], max(len(p) for p in prompts), n_new)
     lean_ok = all(llama.lean_support(m) is None for m in (target, draft))
     runtimes = [r for r in cfg.runtimes if r == "hf" or lean_ok]  # lean only where it covers
     default = runtimes[0]
@@ -198,7 +168,7 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
         return run
 
     # transformers decodes the same vocabulary as ours: padded logits rows are suppressed.
-    padded = list(range(vocab, models.vocab_size_of(target)))
+    padded = list(range(vocab, sessions.vocab_size_of(target)))
 
     def hf(assisted: dict | None = None, **settings):
         """transformers' generate; `settings` go into a generation config, as transformers 5
@@ -242,10 +212,12 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
         return run
 
     def ours_spec(gamma: int, temperature: float, runtime: str):
-        def sessions():
-            return lm.open_session(target, vocab, runtime), lm.open_session(draft, vocab, runtime)
+        def open_both():
+            return sessions.open_session(target, vocab, runtime), sessions.open_session(
+                draft, vocab, runtime
+            )
 
-        return ours_with(sessions, gamma, temperature)
+        return ours_with(open_both, gamma, temperature)
 
     def ours_tree(branching: tuple[int, ...], temperature: float):
         return ours_with(
@@ -263,7 +235,9 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
                 "heuristic γ≤10",
                 lambda: (
                     target,
-                    decoding.HeuristicGamma(decoding.ModelDrafter(lm.open_session(draft, vocab))),
+                    drafters.HeuristicGamma(
+                        drafters.ModelDrafter(sessions.open_session(draft, vocab))
+                    ),
                 ),
                 10,
                 spec,
@@ -274,7 +248,9 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
                 "lookup, else draft γ=6",
                 lambda: (
                     target,
-                    drafters.LookupThenModel(decoding.ModelDrafter(lm.open_session(draft, vocab))),
+                    drafters.LookupThenModel(
+                        drafters.ModelDrafter(sessions.open_session(draft, vocab))
+                    ),
                 ),
                 6,
                 spec,
@@ -311,7 +287,7 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
         """The tree row at `temperature`: the shape `tree.choose_branching` picks from the α and
         c of the best chain row measured at that temperature and the device's verify curve."""
         if not curve:
-            curve.extend(profiling.verify_curve(target, default, MAX_TREE_NODES + 1))
+            curve.extend(timing.verify_curve(target, default, MAX_TREE_NODES + 1))
         chains = [r for r in rows if r.gamma and r.temperature == temperature]
         chain = max((r for r in chains if r.runtime == default), key=lambda r: r.tokens_per_s)
         ar = next(r for r in rows if r.gamma is None and r.temperature == temperature)
@@ -409,7 +385,7 @@ def run_bench(pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progres
             row.predicted = theory.speedup(alpha, row.gamma, row.c)
             row.predicted_verify = theory.speedup(alpha, row.gamma, row.c, row.verify_cost)
     best = max((r for r in rows if r.gamma and r.temperature == 0), key=lambda r: r.tokens_per_s)
-    return rows, {rt: measure_c(pair, best.gamma, rt) for rt in runtimes}
+    return rows, {rt: timing.measure_c(pair, best.gamma, rt) for rt in runtimes}
 
 
 def _tokens(output) -> list[int]:
@@ -570,7 +546,7 @@ README_END = "<!-- speed: end -->"
 
 
 def markdown_table(record: dict) -> str:
-    """The README's speed table from a saved bench record (`profiling.load_results`): each
+    """The README's speed table from a saved bench record (`records.load_results`): each
     method's greedy and T = 1 rows (speculative decoding at each temperature's own best γ),
     tokens/s and speedup over our autoregressive decoding on the first runtime, then the costs."""
     info, res = record["device_info"], record["results"]
@@ -634,102 +610,3 @@ def markdown_table(record: dict) -> str:
             f"{c['verify_cost']:.2f}x one token."
         )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m specdec_lab bench", description=__doc__)
-    parser.add_argument("--pair", default=None, help="registry pair name (default: embedded)")
-    parser.add_argument("--target", default=None, help="target: a hub id or a directory")
-    parser.add_argument("--draft", default=None, help="draft: a hub id or a directory")
-    parser.add_argument("--dtype", default=None, choices=sorted(models.DTYPES))
-    parser.add_argument("--domain", default="code", choices=["code", "prose"])
-    parser.add_argument("--gammas", type=int, nargs="+", default=list(BenchConfig.gammas))
-    parser.add_argument("--max-new-tokens", type=int, default=BenchConfig.max_new_tokens)
-    parser.add_argument("--repeats", type=int, default=BenchConfig.repeats)
-    parser.add_argument("--prompts", type=int, default=BenchConfig.n_prompts)
-    parser.add_argument(
-        "--temperatures", type=float, nargs="*", default=list(BenchConfig.temperatures)
-    )
-    parser.add_argument("--seed", type=int, default=BenchConfig.seed)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI and dry runs")
-    parser.add_argument("--no-hf", action="store_true", help="skip transformers' own generate")
-    parser.add_argument(
-        "--threads", type=int, default=1, help="CPU threads (default 1; 0 = torch's default)"
-    )
-    parser.add_argument("--out", type=Path, default=None, help="JSON path (default data/results/)")
-    parser.add_argument(
-        "--vocab-cost",
-        action="store_true",
-        help="only print the loop's own cost per step at V = 151,936 (specdec_lab.vocab_cost)",
-    )
-    parser.add_argument(
-        "--markdown",
-        type=Path,
-        metavar="RECORD",
-        help="only print the README's speed table from a saved record (no measuring)",
-    )
-    args = parser.parse_args(argv)
-    if args.markdown:
-        print(markdown_table(profiling.load_results(args.markdown)))
-        return 0
-    if args.vocab_cost:
-        from specdec_lab import vocab_cost
-
-        set_cpu_threads(args.threads or None)
-        return vocab_cost.main(["--threads", str(args.threads)])
-    cfg = (
-        QUICK
-        if args.smoke
-        else BenchConfig(
-            tuple(args.gammas), args.max_new_tokens, args.repeats, args.prompts, args.domain
-        )
-    )
-    cfg = BenchConfig(
-        **{
-            **asdict(cfg),
-            "hf": not args.no_hf,
-            "domain": args.domain,
-            "temperatures": tuple(args.temperatures),
-            "seed": args.seed,
-        }
-    )
-
-    device = default_device()
-    set_cpu_threads(args.threads or None)
-    pair = load_pair(args.pair, device, args.dtype, target=args.target, draft=args.draft)
-    prompts = [pair.encode(p["text"]) for p in load_prompts(cfg.domain, cfg.n_prompts)]
-    info = device_info(device)
-    print(f"{pair.describe()}")
-    print(
-        f"device {info['device']} | {info.get('gpu', info['cpu'])} | {info['torch_threads']} "
-        f"threads | torch {info['torch']} | transformers {info['transformers']}"
-    )
-    temps = ", ".join(f"T={t:g}" for t in cfg.temperatures)
-    print(
-        f"{len(prompts)} {cfg.domain} prompts x {cfg.max_new_tokens} new tokens, greedy"
-        f"{', then ' + temps + ' (seeded)' if temps else ''}, median of {cfg.repeats} repeats\n"
-    )
-    rows, costs = run_bench(pair, prompts, cfg)
-    print(format_table(rows, costs))
-    note = reduced_precision_note(rows, pair.dtype)
-    if note:
-        print(note)
-    headline = summarize(rows)
-    print()
-    for k, v in headline.items():
-        print(f"  {k} = {v:.2f}" if isinstance(v, float) else f"  {k}: {v}")
-
-    tag = "smoke" if args.smoke else cfg.domain
-    slug = re.sub(r"[^A-Za-z0-9.]+", "-", pair.name).strip("-")
-    out = args.out or RESULTS_DIR / f"bench-{info['device'].split(':')[0]}-{slug}-{tag}.json"
-    record = {
-        "pair": pair.describe(),
-        "dtype": str(pair.dtype).removeprefix("torch."),
-        "config": asdict(cfg),
-        "costs": costs,
-        "rows": [{**asdict(r), "ratio": r.ratio, "spread": r.spread} for r in rows],
-        "summary": headline,
-    }
-    path = profiling.save_results(out, record, device)
-    print(f"wrote {path}")
-    return 0

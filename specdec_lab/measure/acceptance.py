@@ -14,31 +14,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from specdec_lab import corpus, lm, sampling, verify
-
-
-def heldout_texts(
-    n_per_domain: int, min_chars: int = 1536, max_chars: int = 2048
-) -> dict[str, list[str]]:
-    """Code and prose of the standard-library files held out from training (corpus.is_heldout):
-    up to `n_per_domain` texts per domain, each cut to `max_chars` characters."""
-    texts: dict[str, list[str]] = {"code": [], "prose": []}
-    for rel, path in corpus.iter_source_files():
-        if not corpus.is_heldout(rel):
-            continue
-        source = path.read_text(encoding="utf-8", errors="replace")
-        if any(marker in source for marker in corpus.DATA_TABLE_MARKERS):
-            continue
-        try:
-            code_text, prose_text = corpus.split_source(source)
-        except (SyntaxError, ValueError):
-            continue
-        for domain, text in (("code", code_text), ("prose", prose_text)):
-            if len(texts[domain]) < n_per_domain and len(text) > min_chars:
-                texts[domain].append(text[:max_chars])
-        if all(len(t) == n_per_domain for t in texts.values()):
-            break
-    return texts
+from specdec_lab import sampling, verify
+from specdec_lab.engine import sessions
 
 
 def windows_for(pair: Any, texts: dict[str, list[str]], window: int) -> dict[str, list]:
@@ -65,9 +42,9 @@ def overlap_table(
     for domain, ws in windows.items():
         extra: dict[str, list] = {"uniform": [], "mixture": [], "entropy": [], "positions": []}
         for ids in tqdm(ws, desc=f"{domain} windows", disable=not progress):
-            p_logits = lm.open_session(pair.target, vocab).logits(ids)  # (L, V)
+            p_logits = sessions.open_session(pair.target, vocab).logits(ids)  # (L, V)
             for name, draft in drafts.items():
-                q_logits = lm.open_session(draft, vocab).logits(ids)  # (L, V)
+                q_logits = sessions.open_session(draft, vocab).logits(ids)  # (L, V)
                 row = []
                 for t in temperatures:
                     p = sampling.logits_to_probs(p_logits, t)  # (L, V)

@@ -1,0 +1,109 @@
+"""`python -m specdec_lab bench`: the side-by-side speed benchmark (see `measure.bench`)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import asdict
+from pathlib import Path
+
+from specdec_lab import data, env, models
+from specdec_lab.cli import vocab_cost as vocab_cost_cli
+from specdec_lab.measure import bench, records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m specdec_lab bench", description=bench.__doc__)
+    parser.add_argument("--pair", default=None, help="registry pair name (default: embedded)")
+    parser.add_argument("--target", default=None, help="target: a hub id or a directory")
+    parser.add_argument("--draft", default=None, help="draft: a hub id or a directory")
+    parser.add_argument("--dtype", default=None, choices=sorted(models.DTYPES))
+    parser.add_argument("--domain", default="code", choices=["code", "prose"])
+    parser.add_argument("--gammas", type=int, nargs="+", default=list(bench.BenchConfig.gammas))
+    parser.add_argument("--max-new-tokens", type=int, default=bench.BenchConfig.max_new_tokens)
+    parser.add_argument("--repeats", type=int, default=bench.BenchConfig.repeats)
+    parser.add_argument("--prompts", type=int, default=bench.BenchConfig.n_prompts)
+    parser.add_argument(
+        "--temperatures", type=float, nargs="*", default=list(bench.BenchConfig.temperatures)
+    )
+    parser.add_argument("--seed", type=int, default=bench.BenchConfig.seed)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI and dry runs")
+    parser.add_argument("--no-hf", action="store_true", help="skip transformers' own generate")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="CPU threads (default 1; 0 = torch's default)"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="JSON path (default data/results/)")
+    parser.add_argument(
+        "--vocab-cost",
+        action="store_true",
+        help="only print the loop's own cost per step at V = 151,936 (specdec_lab.vocab_cost)",
+    )
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="RECORD",
+        help="only print the README's speed table from a saved record (no measuring)",
+    )
+    args = parser.parse_args(argv)
+    if args.markdown:
+        print(bench.markdown_table(records.load_results(args.markdown)))
+        return 0
+    if args.vocab_cost:
+        env.set_cpu_threads(args.threads or None)
+        return vocab_cost_cli.main(["--threads", str(args.threads)])
+    cfg = (
+        bench.QUICK
+        if args.smoke
+        else bench.BenchConfig(
+            tuple(args.gammas), args.max_new_tokens, args.repeats, args.prompts, args.domain
+        )
+    )
+    cfg = bench.BenchConfig(
+        **{
+            **asdict(cfg),
+            "hf": not args.no_hf,
+            "domain": args.domain,
+            "temperatures": tuple(args.temperatures),
+            "seed": args.seed,
+        }
+    )
+
+    device = env.default_device()
+    env.set_cpu_threads(args.threads or None)
+    pair = models.load_pair(args.pair, device, args.dtype, target=args.target, draft=args.draft)
+    prompts = [pair.encode(p["text"]) for p in data.load_prompts(cfg.domain, cfg.n_prompts)]
+    info = env.device_info(device)
+    print(f"{pair.describe()}")
+    print(
+        f"device {info['device']} | {info.get('gpu', info['cpu'])} | {info['torch_threads']} "
+        f"threads | torch {info['torch']} | transformers {info['transformers']}"
+    )
+    temps = ", ".join(f"T={t:g}" for t in cfg.temperatures)
+    print(
+        f"{len(prompts)} {cfg.domain} prompts x {cfg.max_new_tokens} new tokens, greedy"
+        f"{', then ' + temps + ' (seeded)' if temps else ''}, median of {cfg.repeats} repeats\n"
+    )
+    rows, costs = bench.run_bench(pair, prompts, cfg)
+    print(bench.format_table(rows, costs))
+    note = bench.reduced_precision_note(rows, pair.dtype)
+    if note:
+        print(note)
+    headline = bench.summarize(rows)
+    print()
+    for k, v in headline.items():
+        print(f"  {k} = {v:.2f}" if isinstance(v, float) else f"  {k}: {v}")
+
+    tag = "smoke" if args.smoke else cfg.domain
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", pair.name).strip("-")
+    out = args.out or data.RESULTS_DIR / f"bench-{info['device'].split(':')[0]}-{slug}-{tag}.json"
+    record = {
+        "pair": pair.describe(),
+        "dtype": str(pair.dtype).removeprefix("torch."),
+        "config": asdict(cfg),
+        "costs": costs,
+        "rows": [{**asdict(r), "ratio": r.ratio, "spread": r.spread} for r in rows],
+        "summary": headline,
+    }
+    path = records.save_results(out, record, device)
+    print(f"wrote {path}")
+    return 0

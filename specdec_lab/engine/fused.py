@@ -1,0 +1,202 @@
+"""The on-device verifier: the acceptance rule where the probabilities are, with ONE host sync.
+
+`verify.rejection_sample` is the rule as the course teaches it, readable and with Python
+branches. A decoding loop on an accelerator cannot afford a branch on a device value: each one
+is a host sync, which stalls the host until the device has finished every queued kernel.
+`rejection_sample_on_device` is its twin with no branch at all: the same uniforms in the same
+order give the same tokens (tested draw for draw), and the input checks (`value_flags`) are
+computed on the device too. `verify_on_device` is the step's verifier: it brings the outcome,
+the drafted tokens and the check flags to the host together, in the step's one sync, and returns
+host integers. `teaching_verifier` wraps any other rule (e.g. the broken ones of
+`proof.broken`) in the same interface, once, so the loop never asks which rule it runs.
+
+Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ = draft length.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from specdec_lab.sampling import (
+    SamplingConfig,
+    cdf_dtype,
+    inverse_cdf,
+    logits_to_probs,
+    rand,
+    uniforms,
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one verification, on the host: keep the first `n` of `drafted`, then
+    append `next_token` (also on the device as the 0-d `token`, so the sequence grows there)."""
+
+    n: int
+    next_token: int
+    drafted: list[int]
+    token: torch.Tensor
+
+
+class StepVerifier(Protocol):
+    """What `decoding.speculative_step` calls: draft_tokens (γ,), q_probs (γ, V) and the
+    target's raw p_logits (γ+1, V) -> a `Verdict`."""
+
+    def __call__(
+        self,
+        draft_tokens: torch.Tensor,
+        q_probs: torch.Tensor,
+        p_logits: torch.Tensor,
+        cfg: SamplingConfig,
+        generator: torch.Generator | None,
+    ) -> Verdict: ...
+
+
+def verify_on_device(
+    draft_tokens: torch.Tensor,
+    q_probs: torch.Tensor,
+    p_logits: torch.Tensor,
+    cfg: SamplingConfig,
+    generator: torch.Generator | None = None,
+) -> Verdict:
+    """One step's verification on the tensors' device, read by ONE host sync.
+
+    Greedy (cfg.greedy): accept while the drafts equal the target's argmax. Otherwise p is
+    processed as the draft's q was (temperature, top-k, top-p) and the rejection rule runs on
+    the device. Raises ValueError, after the sync, for NaN or invalid inputs.
+    """
+    gamma = draft_tokens.shape[0]
+    if cfg.greedy:
+        n, token, nan = greedy_verify_on_device(draft_tokens, p_logits)
+        no = nan.new_zeros(())
+        flags = torch.stack([no, nan, no, no])  # `value_flags`' slots: only p can be bad here
+    else:
+        p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p, check=False)
+        q_probs = q_probs.to(p_probs.device)  # (γ, V)
+        n, token = rejection_sample_on_device(draft_tokens, q_probs, p_probs, generator)
+        flags = value_flags(draft_tokens, q_probs, p_probs)  # (4,)
+    device = p_logits.device
+    outcome = torch.cat([n[None], token[None], draft_tokens.to(device), flags.to(device)])
+    n_host, token_host, *rest = outcome.tolist()  # THE host sync of the step
+    if any(rest[gamma:]):
+        raise_for(rest[gamma:], draft_tokens, p_logits.shape[-1])
+    return Verdict(n_host, token_host, rest[:gamma], token)
+
+
+def teaching_verifier(
+    rule: Callable[..., tuple[int, torch.Tensor]],
+) -> StepVerifier:
+    """Wrap a reference rule `rule(draft_tokens, q_probs, p_probs, generator) -> (n, token)`
+    (`verify.rejection_sample`, or a broken one) as a `StepVerifier`. It runs as written, with
+    its own host syncs: for teaching and for the tests of the tests, not for speed."""
+
+    def verifier(draft_tokens, q_probs, p_logits, cfg, generator=None) -> Verdict:
+        p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p)
+        n, token = rule(draft_tokens, q_probs.to(p_probs.device), p_probs, generator)
+        token = torch.as_tensor(token, device=p_logits.device)
+        return Verdict(int(n), int(token), draft_tokens.tolist(), token)
+
+    return verifier
+
+
+def value_flags(
+    draft_tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: torch.Tensor
+) -> torch.Tensor:
+    """Every value check of one verification as four flags, (4,) bool on the device, with no
+    host sync: q_probs bad (NaN, inf or negative), p_probs bad, a draft token outside [0, V),
+    a draft token of zero draft probability.
+
+    One pass per tensor (`aminmax`: NaN makes both ends NaN, which fails both comparisons), and
+    the caller reads all four flags with ONE host sync.
+    """
+    device, vocab = p_probs.device, p_probs.shape[1]
+
+    def bad(probs: torch.Tensor) -> torch.Tensor:
+        if probs.numel() == 0:
+            return torch.zeros((), dtype=torch.bool, device=device)
+        lo, hi = torch.aminmax(probs)
+        return ~((lo >= 0) & (hi < math.inf))
+
+    x = draft_tokens.to(device)  # (γ,)
+    outside = (x < 0) | (x >= vocab)  # (γ,)
+    q_x = q_probs[torch.arange(x.shape[0], device=device), x.clamp(0, vocab - 1)]  # (γ,)
+    return torch.stack([bad(q_probs), bad(p_probs), outside.any(), (q_x <= 0).any()])
+
+
+def raise_for(flags: list, draft_tokens: torch.Tensor, vocab: int) -> None:
+    """Turn the flags of `value_flags`, read on the host, into the error they stand for."""
+    q_bad, p_bad, outside, q_zero = map(bool, flags)
+    if q_bad:
+        raise ValueError("q_probs contains NaN, inf or negative probabilities")
+    if p_bad:
+        raise ValueError("p_probs contains NaN, inf or negative probabilities")
+    if outside:
+        raise ValueError(f"draft_tokens must lie in [0, {vocab}), got {draft_tokens.tolist()}")
+    if q_zero:
+        raise ValueError("a draft token has q(x) = 0: q_probs is not the distribution it came from")
+
+
+def rejection_sample_on_device(
+    draft_tokens: torch.Tensor,
+    q_probs: torch.Tensor,
+    p_probs: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The acceptance rule with no host sync and no checks: (n, next_token), both 0-d tensors
+    on the device, for a decoding loop that reads them together with everything else it needs
+    in one sync (`verify_on_device`). Shapes as in `verify.rejection_sample`.
+
+    No data-dependent Python branch: the first rejection n is found with an argmax, and the next
+    token is drawn from one row computed for whichever n it is: the residual
+    norm(max(0, p[n] − q[n])) when n < γ, else the bonus p[γ] (the residual with q = 0).
+    """
+    gamma = draft_tokens.shape[0]
+    device, vocab = p_probs.device, p_probs.shape[1]
+    x = draft_tokens.to(device).clamp(0, vocab - 1)  # (γ,) clamped: the fused check reports it
+    # All randomness up front, in rejection_sample's order: γ accept coins, then the uniform that
+    # draws the next token.
+    coins = rand(gamma, generator=generator, device=device)  # (γ,)
+    u = uniforms(1, generator, device)  # (1, 1)
+    idx = torch.arange(gamma, device=device)
+    accept = coins * q_probs[idx, x] < p_probs[idx, x]  # (γ,) u < p(x)/q(x), as first_rejection
+    stop = torch.cat([~accept, accept.new_ones(1)])  # (γ+1,) a rejection, or the end
+    n = stop.to(torch.uint8).argmax()  # 0-d: the first rejection, γ if none (first maximum)
+    # index_select, not p_probs[n]: indexing with a 0-d tensor reads it on the host (a sync).
+    row = n[None]  # (1,)
+    p_n = p_probs.index_select(0, row)[0]  # (V,)
+    if gamma:
+        q_n = q_probs.index_select(0, row.clamp_max(gamma - 1))[0]  # (V,)
+        drafted = (n < gamma).to(p_n.dtype)  # 0-d: 0 at the bonus row, which has no q
+        residual = p_n.addcmul(q_n, drafted, value=-1).clamp_min_(0)  # (V,) max(0, p − q)
+    else:
+        residual = p_n.clamp_min(0)
+    mass = residual.sum()
+    # residual_distribution's guard: no residual mass (p == q) means sampling from p itself. The
+    # residual is then all zeros, so adding p·1 gives p; otherwise adding p·0 changes nothing.
+    weights = residual.addcmul_(p_n, (mass <= 0).to(p_n.dtype))  # (V,)
+    # Normalise as rejection_sample does (so both draw the same token from the same uniform):
+    # by the residual's mass, by p's after the guard, and not at all for the bonus row p[γ].
+    weights = weights / torch.where(n == gamma, 1.0, torch.where(mass > 0, mass, p_n.sum()))
+    token = inverse_cdf(weights[None].cumsum(-1, dtype=cdf_dtype(device)), u)[0]  # 0-d
+    return n, token
+
+
+def greedy_verify_on_device(
+    draft_tokens: torch.Tensor, p_logits: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Greedy verification with no host sync: accept drafts while they equal the target's argmax.
+
+    draft_tokens (γ,), p_logits (γ+1, V). Returns (n, next_token, any NaN in p_logits), 0-d
+    tensors: the rule `verify.rejection_sample` reduces to at temperature 0 (one-hot p), without
+    the coins."""
+    best, target_choice = p_logits.max(-1)  # (γ+1,) each: argmax's first-maximum rule
+    matches = draft_tokens.to(p_logits.device) == target_choice[:-1]  # (γ,)
+    stop = torch.cat([~matches, matches.new_ones(1)])  # (γ+1,) a mismatch, or the end
+    n = stop.to(torch.uint8).argmax()  # 0-d: the first mismatch, γ if none
+    next_token = target_choice.index_select(0, n[None])[0]  # 0-d, no sync (see above)
+    return n, next_token, torch.isnan(best).any()

@@ -1,0 +1,130 @@
+"""The argument checks the decoding loops share (`decoding`, `tree`): each raises a ValueError or
+TypeError that names the argument and how to fix it, before any forward runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from specdec_lab.engine.sessions import vocab_size_of
+
+
+def max_positions(model) -> int | None:
+    """The most positions (prompt + generated tokens) `model` takes; None if it sets no limit.
+
+    GPT-2's learned position table has `n_positions` rows: one more position is an IndexError
+    (on CUDA, a device-side assert that kills the process). Rotary models (Llama, Qwen2,
+    GPT-NeoX) compute past `max_position_embeddings` but were never trained there. `model` may
+    also be a session or a drafter wrapping a model (see `underlying_model`).
+    """
+    config = getattr(underlying_model(model), "config", None)
+    limit = getattr(config, "max_position_embeddings", None)  # GPT-2 maps it to n_positions
+    return int(limit) if limit else None
+
+
+def underlying_model(obj):
+    """The model inside a session (`.model`), a model drafter (`.session.model`) or a wrapper of
+    a drafter (`.drafter`, e.g. `HeuristicGamma`); a model, or anything else, as it is."""
+    while not isinstance(obj, torch.nn.Module):
+        inner = next(
+            (getattr(obj, a) for a in ("drafter", "session", "model") if hasattr(obj, a)), None
+        )
+        if inner is None:
+            return obj
+        obj = inner
+    return obj
+
+
+def check_positions(models: Sequence, prompt_len: int, max_new_tokens: int) -> None:
+    """Raise ValueError, before any forward, if a model cannot take the positions a generation
+    feeds it: the prompt and all new tokens but the last (which is sampled, never fed back), so
+    prompt_len + max_new_tokens − 1 of them. `models` may hold sessions and drafters too."""
+    for model in models:
+        limit = max_positions(model)
+        if limit is not None and prompt_len + max_new_tokens - 1 > limit:
+            name = type(underlying_model(model)).__name__
+            raise ValueError(
+                f"a prompt of {prompt_len} tokens + max_new_tokens={max_new_tokens} needs "
+                f"{prompt_len + max_new_tokens - 1} positions (the last new token is never fed "
+                f"back), but {name} takes at most {limit} (config.max_position_embeddings): "
+                f"shorten the prompt or generate at most {max(limit - prompt_len + 1, 0)} tokens"
+            )
+
+
+def check_prompt(input_ids) -> torch.Tensor:
+    """Accept (L,) or (1, L) ids (tensor or list); return a 1-D LongTensor on the CPU."""
+    ids = input_ids if isinstance(input_ids, torch.Tensor) else torch.as_tensor(input_ids)
+    if ids.dim() == 2:
+        if ids.shape[0] != 1:
+            raise ValueError(
+                f"batch size {ids.shape[0]} is not supported: speculative decoding here runs one "
+                "sequence at a time, pass input_ids of shape (L,) or (1, L)"
+            )
+        ids = ids[0]
+    if ids.dim() != 1:
+        raise ValueError(f"input_ids must have shape (L,) or (1, L), got {tuple(ids.shape)}")
+    if ids.numel() == 0:
+        raise ValueError("the prompt is empty: give at least one token (e.g. a BOS token)")
+    if ids.dtype.is_floating_point or ids.dtype == torch.bool:
+        raise TypeError(f"input_ids must be integer token ids, got dtype {ids.dtype}")
+    return ids.long().cpu()
+
+
+def check_eos(eos_token_id: int | Sequence[int] | None) -> frozenset[int]:
+    """The end-of-text ids as a set: None -> empty, one id -> {id}, a list or tuple -> its ids.
+
+    `generation_config.eos_token_id` is often a list (Llama-3, Qwen2.5-Instruct): comparing a
+    token with the list itself would silently never stop.
+    """
+    if eos_token_id is None:
+        return frozenset()
+    ids = (eos_token_id,) if isinstance(eos_token_id, int) else eos_token_id
+    if not isinstance(ids, (list, tuple, set, frozenset)) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
+    ):
+        raise ValueError(
+            "eos_token_id must be a non-negative int, a list or tuple of them, or "
+            f"None; got {eos_token_id!r}"
+        )
+    return frozenset(ids)
+
+
+def check_gamma(gamma: int) -> None:
+    if not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma (draft length) must be a positive integer, got {gamma!r}")
+
+
+def check_max_new_tokens(max_new_tokens: int) -> None:
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+
+
+def check_vocab_size(who: str, model, vocab_size: int | None) -> None:
+    """`vocab_size` may narrow a model's logits to a shared prefix, never widen them.
+
+    An open session or a drafter already carries its own vocab_size: a different one is refused
+    rather than silently ignored.
+    """
+    if vocab_size is None:
+        return
+    if hasattr(model, "propose") or hasattr(model, "crop"):  # a drafter or an open session
+        own = getattr(model, "vocab_size", None)
+        if own is not None and own != vocab_size:
+            raise ValueError(
+                f"vocab_size={vocab_size}, but the {who} ({type(model).__name__}) is already open "
+                f"with vocab_size={own}: open it with vocab_size={vocab_size}, or drop the argument"
+            )
+        return
+    if vocab_size > (width := vocab_size_of(model)):
+        raise ValueError(f"vocab_size={vocab_size} exceeds the {who}'s {width} output logits")
+
+
+def check_same_vocab(target_vocab: int, drafter) -> None:
+    draft_vocab = getattr(drafter, "vocab_size", None)
+    if draft_vocab is not None and draft_vocab != target_vocab:
+        raise ValueError(
+            f"vocabulary sizes differ: target has {target_vocab} tokens, draft has {draft_vocab}. "
+            "Draft and target must share a tokenizer; if one only pads its embedding matrix, "
+            "pass vocab_size=<shared size> to restrict both to the shared vocabulary."
+        )

@@ -1,0 +1,306 @@
+"""Timing: the one harness behind every measured time in the course.
+
+- `timer(device, clock)` times a block, waiting for the device's queued kernels before and after
+  (CUDA events on CUDA); `time_fn` repeats it after a warm-up and returns every sample (`Timing`).
+- `session_latency`, `forward_costs` and `measure_c` time forwards through the sessions the
+  decoding loops use, so the c and r they report are those of the runs they explain;
+  `runtime_sweep` and `verify_curve` do it over several k.
+- `timed_runs` / `run_timed` time whole generations of several drafts on one clock, the methods
+  interleaved so that background load spreads over all of them.
+
+The statistic: a repeat can only be slowed down by what else the machine does, never sped up,
+so the time a measurement reports is the **minimum** over its repeats (`Timing.min`); `Timing`
+keeps every sample, and `Timing.median` is there for the notebooks that show the spread. The
+clock is any zero-argument function returning seconds: `time.perf_counter` (wall time) by
+default, or `time.process_time`, the CPU time of this process, which another program on a
+shared CPU does not inflate.
+
+p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from specdec_lab import decoding, env
+from specdec_lab.engine import sessions
+from specdec_lab.models import Pair
+
+
+def run_timed(
+    pair: Any,
+    ids: torch.Tensor,
+    draft: Any | None,
+    n_new: int,
+    gamma: int,
+    clock: Callable[[], float],
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> tuple[decoding.Generation, float]:
+    """Decoding of `n_new` tokens after `ids` (greedy unless told a `temperature`): plain
+    (draft None) or speculative with `draft` at `gamma`. Returns (the run, its seconds on
+    `clock`), the device synchronised."""
+    kw = dict(temperature=temperature, generator=generator, vocab_size=pair.vocab_size)
+    env.synchronize(pair.device)
+    start = clock()
+    if draft is None:
+        run = decoding.autoregressive_generate(pair.target, ids, n_new, **kw)
+    else:
+        run = decoding.speculative_generate(pair.target, draft, ids, n_new, gamma, **kw)
+    env.synchronize(pair.device)
+    return run, clock() - start
+
+
+def timed_runs(
+    pair: Any,
+    drafts: dict[str, Any],
+    prompts: dict[str, list[torch.Tensor]],
+    plan: dict[str, list[str | None]],
+    n_new: int,
+    gamma: int,
+    rounds: int,
+    clock: Callable[[], float],
+    temperature: float = 0.0,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[dict[tuple[str, str | None], list], dict[tuple[str, str | None], np.ndarray]]:
+    """For each domain of `plan` ({domain: [None (plain decoding) or a name of `drafts`]}): every
+    method on every prompt of `prompts[domain]`, `rounds` times, interleaved; greedy, or sampled
+    at `temperature`. A sampled run on prompt i draws from a generator seeded `seed + i`, so every
+    round repeats the same work and the fastest round is the least disturbed one.
+
+    Returns (runs, seconds): runs[(domain, name)] is the first round's Generation per prompt;
+    seconds[(domain, name)] is (prompts,) the minimum seconds per prompt over the rounds.
+    """
+
+    def sample(i: int) -> dict:
+        return dict(temperature=temperature, generator=torch.Generator().manual_seed(seed + i))
+
+    first = next(iter(prompts.values()))[0][:8]
+    for name in dict.fromkeys(n for names in plan.values() for n in names):  # warm-up
+        draft = None if name is None else drafts[name]
+        run_timed(pair, first, draft, n_new, gamma, clock, **sample(0))
+    runs: dict[tuple[str, str | None], list] = {}
+    times: dict[tuple[str, str | None, int], list[float]] = {}
+    for domain, names in plan.items():
+        for i, ids in enumerate(tqdm(prompts[domain], desc=domain, disable=not progress)):
+            for _ in range(rounds):
+                for name in names:  # interleaved, so that load spreads over every method
+                    draft = None if name is None else drafts[name]
+                    run, seconds = run_timed(pair, ids, draft, n_new, gamma, clock, **sample(i))
+                    if len(runs.setdefault((domain, name), [])) == i:
+                        runs[domain, name].append(run)
+                    times.setdefault((domain, name, i), []).append(seconds)
+    seconds = {
+        key: np.array([min(times[(*key, i)]) for i in range(len(prompts[key[0]]))]) for key in runs
+    }
+    return runs, seconds
+
+
+def summarise(
+    runs: dict[tuple[str, str | None], list],
+    seconds: dict[tuple[str, str | None], np.ndarray],
+    n_new: int,
+) -> tuple[dict, dict, dict]:
+    """From `timed_runs`' output: (tokens per second per (domain, name); speedup of each draft
+    over plain decoding in its domain; α̂ per draft, pooled over the prompts' steps)."""
+    speed = {key: n_new * len(s) / s.sum() for key, s in seconds.items()}
+    gain = {(d, n): speed[d, n] / speed[d, None] for d, n in runs if n is not None}
+    pooled = {
+        key: decoding.GenerationStats.merge([g.stats for g in rs]) for key, rs in runs.items()
+    }
+    alpha = {key: s.acceptance_rate for key, s in pooled.items() if key[1] is not None}
+    return speed, gain, alpha
+
+
+def forward_costs(
+    pair: Any,
+    drafts: dict[str, Any],
+    gamma: int,
+    repeats: int,
+    clock: Callable[[], float] = time.perf_counter,
+    runtime: str = "auto",
+) -> tuple[float, float, dict[str, float]]:
+    """Seconds on `clock` (minimum of `repeats`) of: one target forward over 1 token, one over
+    γ + 1 tokens (the verification), and one forward over 1 token of each draft, each on top of
+    a KV cache and through the sessions the decoding loops use (`runtime`, the default one
+    unless told), so that c and r are those of the runs they explain."""
+    kw = dict(runtime=runtime, repeats=repeats, clock=clock)
+    t_target_1 = session_latency(pair.target, 1, **kw)
+    t_verify = session_latency(pair.target, gamma + 1, **kw)
+    t_draft_1 = {name: session_latency(m, 1, **kw) for name, m in drafts.items()}
+    return t_target_1, t_verify, t_draft_1
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-repeat wall times in seconds; quote the `median` (robust to a noisy neighbour)."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+
+@dataclass
+class Stopwatch:
+    """Filled in by `timer` when its block exits: `seconds` is the elapsed wall time."""
+
+    seconds: float = float("nan")
+
+
+@contextlib.contextmanager
+def timer(
+    device: torch.device | str, clock: Callable[[], float] = time.perf_counter
+) -> Iterator[Stopwatch]:
+    """Time the enclosed block on `device`, waiting for its queued kernels before and after.
+
+    On CUDA the clock is a pair of `torch.cuda.Event`s (GPU time, not Python time); elsewhere it
+    is `clock` after `env.synchronize`: wall time by default, or `time.process_time` for the
+    CPU time of this process, which a busy neighbour on a shared CPU does not inflate.
+
+    >>> with timer("cpu") as sw:
+    ...     _ = sum(range(1000))
+    >>> sw.seconds > 0
+    True
+    """
+    device = torch.device(device)
+    sw = Stopwatch()
+    env.synchronize(device)
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        stream = torch.cuda.current_stream(device)
+        start.record(stream)
+        yield sw
+        end.record(stream)
+        end.synchronize()
+        sw.seconds = start.elapsed_time(end) / 1e3  # elapsed_time is in milliseconds
+    else:
+        t0 = clock()
+        yield sw
+        env.synchronize(device)
+        sw.seconds = clock() - t0
+
+
+def time_fn(
+    fn: Callable[[], object],
+    *,
+    device: torch.device | str,
+    warmup: int = 2,
+    repeats: int = 5,
+    reset: Callable[[], object] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Timing:
+    """Call `fn` `warmup` times untimed, then `repeats` times timed; return every sample.
+
+    `reset`, if given, runs after every call *outside* the timed region (e.g. rolling back a KV
+    cache so each repeat sees the same state).
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        fn()
+        if reset is not None:
+            reset()
+    samples = []
+    for _ in range(repeats):
+        with timer(device, clock) as sw:
+            fn()
+        samples.append(sw.seconds)
+        if reset is not None:
+            reset()
+    return Timing(tuple(samples))
+
+
+def session_latency(
+    model,
+    k: int,
+    runtime: str = "auto",
+    repeats: int = 7,
+    prefix: int = 32,
+    clock: Callable[[], float] = time.perf_counter,
+):
+    """Seconds of one forward over k new tokens after `prefix` cached ones, the way the
+    decoding loops run it (`sessions.open_session(model, runtime=runtime)`, logits included): the
+    minimum of `repeats` after two warm-ups. Compare runtimes with `runtime_sweep`."""
+    return runtime_sweep(model, [k], (runtime,), repeats, prefix, clock)[runtime][0]
+
+
+def runtime_sweep(
+    model,
+    ks: Sequence[int],
+    runtimes: Sequence[str] = ("hf", "lean"),
+    repeats: int = 7,
+    prefix: int = 32,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, list[float]]:
+    """Per-call latency (seconds, min of `repeats`) of a k-token forward for every k in `ks`,
+    through each runtime's session: {runtime: [t(k) for k in ks]}.
+
+    Same weights, same arithmetic: what differs between "hf" (transformers' eager forward) and
+    "lean" (`specdec_lab.llama`) is per-call overhead, the third regime next to memory bandwidth
+    and compute (notebook 05). Rounds interleave runtimes and ks, so a burst of background load
+    lands on all of them; the minimum is the least disturbed run. `clock` is as in `timer`.
+    """
+    gen = torch.Generator().manual_seed(0)
+    vocab = model.get_input_embeddings().weight.shape[0]
+    ids = torch.randint(vocab, (prefix + max(ks),), generator=gen)
+    opened = {rt: sessions.open_session(model, runtime=rt) for rt in runtimes}
+    best = {rt: [float("inf")] * len(ks) for rt in runtimes}
+    for session in opened.values():
+        session.logits(ids[:prefix])
+    for round_ in range(repeats + 2):  # two warm-up rounds
+        for rt, session in opened.items():
+            for i, k in enumerate(ks):
+                session.crop(prefix)
+                with timer(model.device, clock) as sw:
+                    session.logits(ids[: prefix + k])
+                if round_ >= 2:
+                    best[rt][i] = min(best[rt][i], sw.seconds)
+    return best
+
+
+def verify_curve(model, runtime: str = "auto", max_tokens: int = 16) -> list[float]:
+    """t(k tokens) / t(1 token) for k = 1 .. max_tokens: the device's verification cost curve
+    (a target forward over γ+1 tokens, relative to one), which `tree.choose_branching` reads."""
+    times = runtime_sweep(model, range(1, max_tokens + 1), (runtime,))[runtime]
+    return [t / times[0] for t in times]
+
+
+def measure_c(
+    pair: Pair,
+    gamma: int,
+    runtime: str = "auto",
+    repeats: int = 7,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """Isolated forwards on a 32-token KV cache, through `runtime`'s sessions (min of `repeats`
+    on `clock`): c = t_draft / t_target for one token, and verify_cost = t_target(γ+1 tokens) /
+    t_target(1)."""
+    t_target, t_verify, t_draft = forward_costs(
+        pair, {"draft": pair.draft}, gamma, repeats, clock=clock, runtime=runtime
+    )
+    return {
+        "t_draft_ms": 1e3 * t_draft["draft"],
+        "t_target_ms": 1e3 * t_target,
+        "t_verify_ms": 1e3 * t_verify,
+        "c": t_draft["draft"] / t_target,
+        "verify_cost": t_verify / t_target,
+    }

@@ -1,0 +1,51 @@
+"""Models: where weights come from, and whether they fit.
+
+- `pairs`: the registry of draft/target pairs (`PAIRS`), `load_pair`, `load_first_pair`,
+  `load_model`, and the hub's offline error;
+- `memory`: the memory guard (`check_fits`, `fit_ladder`, `model_bytes`);
+- `stand_ins`: tiny random pairs of each registry family, for tests and GPU dry runs;
+- `errors`: why a pair cannot be used here.
+
+May import: the algorithm, the engine and the foundation (`env`, `data`); nothing that measures
+or teaches. The names a notebook needs are importable from `specdec_lab.models` itself.
+"""
+
+from specdec_lab.models.errors import (
+    HubUnavailableError,
+    InsufficientMemoryError,
+    PairUnavailableError,
+)
+from specdec_lab.models.memory import check_fits, fit_ladder, is_out_of_memory, model_bytes
+from specdec_lab.models.pairs import (
+    DTYPES,
+    PAIRS,
+    Pair,
+    PairSpec,
+    encode_prompt,
+    load_first_pair,
+    load_model,
+    load_pair,
+    parse_dtype,
+)
+from specdec_lab.models.stand_ins import TINY_FAMILIES, save_tiny_pair
+
+__all__ = [
+    "DTYPES",
+    "PAIRS",
+    "TINY_FAMILIES",
+    "HubUnavailableError",
+    "InsufficientMemoryError",
+    "Pair",
+    "PairSpec",
+    "PairUnavailableError",
+    "check_fits",
+    "encode_prompt",
+    "fit_ladder",
+    "is_out_of_memory",
+    "load_first_pair",
+    "load_model",
+    "load_pair",
+    "model_bytes",
+    "parse_dtype",
+    "save_tiny_pair",
+]

@@ -1,0 +1,325 @@
+"""Draft/target pairs: the embedded pair shipped in data/models/, hub pairs, and any pair you name.
+
+Every model goes through the same code path, `AutoModelForCausalLM.from_pretrained(path_or_id)`:
+the embedded pair is simply a pair of local directories, and `load_pair(target=..., draft=...)`
+takes any two hub ids or directories. Hub models need internet the first time; without it,
+`load_pair` fails with one actionable sentence instead of a stack of retries.
+
+On an accelerator (or in a GPU dry run, see `env.gpu_paths`) the memory guard (`memory`) runs
+first, and an out-of-memory error while loading becomes the same `InsufficientMemoryError`, with
+the memory freed. `load_first_pair` walks a list of pairs, largest first, and keeps the first
+that loads. A GPU dry run loads hub pairs as tiny stand-ins of their family (`stand_ins`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from specdec_lab import env
+from specdec_lab.data import MODELS_DIR
+from specdec_lab.engine.sessions import runtime_of, vocab_size_of
+from specdec_lab.inputs import max_positions
+from specdec_lab.models.errors import (
+    HubUnavailableError,
+    InsufficientMemoryError,
+    PairUnavailableError,
+)
+from specdec_lab.models.memory import check_fits, is_out_of_memory, model_bytes
+from specdec_lab.models.stand_ins import stand_in_dirs
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """Where a pair's draft and target come from: hub ids or local directories."""
+
+    draft: str
+    target: str
+    note: str = ""
+    family: str | None = None  # the tiny stand-in a GPU dry run loads (see `save_tiny_pair`)
+
+
+PAIRS: dict[str, PairSpec] = {
+    "embedded": PairSpec(
+        str(MODELS_DIR / "draft"),
+        str(MODELS_DIR / "target"),
+        "trained by this repository on Python source (see data/models/README.md)",
+    ),
+    "gpt2": PairSpec("gpt2", "gpt2-xl", "124M -> 1.5B, the pair of jaymody's CPU demo", "gpt2"),
+    "pythia": PairSpec(
+        "EleutherAI/pythia-70m-deduped", "EleutherAI/pythia-1.4b-deduped", family="gpt_neox"
+    ),
+    "qwen2.5": PairSpec(
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        "Qwen/Qwen2.5-7B-Instruct",
+        "embedding matrices are padded to different sizes; the pair is restricted to the "
+        "tokenizer's shared vocabulary",
+        "qwen2",
+    ),
+    "smollm2": PairSpec("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-1.7B", family="llama"),
+}
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+"""The dtypes the command-line tools accept (`--dtype`)."""
+
+
+def encode_prompt(tokenizer, text: str) -> torch.Tensor:
+    """Prompt text -> (L,) ids, starting with BOS when the tokenizer defines one (and did not
+    add it already): the prompt encoding of every pair, the bench and the scripts."""
+    ids = tokenizer(text)["input_ids"]
+    bos = tokenizer.bos_token_id
+    if bos is not None and (not ids or ids[0] != bos):
+        ids = [bos, *ids]
+    return torch.tensor(ids, dtype=torch.long)
+
+
+@dataclass
+class Pair:
+    """A loaded draft/target pair sharing `tokenizer`, restricted to `vocab_size` tokens."""
+
+    name: str
+    target: torch.nn.Module
+    draft: torch.nn.Module
+    tokenizer: object
+    vocab_size: int
+    device: torch.device
+    note: str = ""  # e.g. "tiny random stand-in" in a GPU dry run
+
+    def encode(self, text: str) -> torch.Tensor:
+        """Prompt text -> (L,) ids, starting with BOS when the tokenizer defines one."""
+        return encode_prompt(self.tokenizer, text)
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.target.parameters()).dtype
+
+    @property
+    def max_positions(self) -> int | None:
+        """The fewest positions either model accepts (prompt + new tokens); None if unlimited."""
+        limits = [n for n in map(max_positions, (self.target, self.draft)) if n is not None]
+        return min(limits) if limits else None
+
+    def describe(self) -> str:
+        n_t = sum(p.numel() for p in self.target.parameters()) / 1e6
+        n_d = sum(p.numel() for p in self.draft.parameters()) / 1e6
+        note = f" ({self.note})" if self.note else ""
+        runtimes = {runtime_of(self.target), runtime_of(self.draft)}
+        return (
+            f"pair {self.name!r}{note}: target {n_t:.3g}M params, draft {n_d:.3g}M params, "
+            f"vocab {self.vocab_size}, {self.dtype} on {self.device}, runtime "
+            f"{' + '.join(sorted(runtimes))}"
+        )
+
+
+def load_pair(
+    name: str | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | str | None = None,
+    *,
+    target: str | None = None,
+    draft: str | None = None,
+) -> Pair:
+    """Load a draft/target pair onto `device`: a registry name (see `PAIRS`), or any two models.
+
+    target, draft: each a hub id, a directory, or the name of a directory in data/models/
+    (e.g. draft="draft-prose"); either one replaces that side of the registry pair `name`. With
+    no name, both are needed. No name and no target: the embedded pair.
+    device: default cuda, then mps, then cpu. dtype (a torch dtype or "float32", "float16",
+    "bfloat16"): default float32 on the CPU (exact greedy comparisons need it) and bfloat16 on
+    accelerators. The pair is restricted to the vocabulary both models and the tokenizer share.
+    Raises HubUnavailableError (offline), InsufficientMemoryError (does not fit), ValueError.
+    """
+    if name is None and target is None:
+        if draft is not None:
+            raise ValueError("draft= without target=: give both, or a pair name")
+        name = "embedded"
+    note = ""
+    if name is not None:
+        if name not in PAIRS:
+            raise ValueError(f"unknown pair {name!r}; choose one of {sorted(PAIRS)}")
+        spec = PAIRS[name]
+        target_src = spec.target if target is None else _resolve_local(target)
+        draft_src = spec.draft if draft is None else _resolve_local(draft)
+    elif draft is None:
+        raise ValueError("target= needs draft= too: a hub id or a directory for each model")
+    else:
+        target_src, draft_src = _resolve_local(target), _resolve_local(draft)
+        name = f"{Path(target_src).name} + {Path(draft_src).name}"
+    device, dtype = _device_and_dtype(device, dtype)
+    if env.stand_ins(device) and name in PAIRS and PAIRS[name].family:
+        # A GPU dry run never downloads: the hub sides become a tiny model of the same family.
+        stand_in = stand_in_dirs(PAIRS[name].family)
+        target_src = str(stand_in[0]) if not Path(target_src).is_dir() else target_src
+        draft_src = str(stand_in[1]) if not Path(draft_src).is_dir() else draft_src
+        note = f"tiny random {PAIRS[name].family} stand-in, {env.FORCE_GPU_PATHS} dry run"
+    if env.gpu_paths(device):
+        needed = sum(model_bytes(_load("config", s), dtype) for s in (target_src, draft_src))
+        check_fits(needed, device, f"pair {name!r} in {str(dtype).removeprefix('torch.')}")
+
+    tokenizer = _load("tokenizer", target_src)
+    target_model = draft_model = None
+    oom = None
+    try:
+        target_model = _load_model(target_src, device, dtype)
+        draft_model = _load_model(draft_src, device, dtype)
+    except (torch.OutOfMemoryError, RuntimeError) as err:
+        if not is_out_of_memory(err):
+            raise
+        oom = str(err).splitlines()[0]
+    if oom is not None:  # outside the except block, so the traceback no longer pins the weights
+        target_model = draft_model = None
+        env.release_memory(device)
+        raise InsufficientMemoryError(
+            f"pair {name!r} ran out of memory while loading on {device} ({oom}); the memory is "
+            "freed: try a smaller pair or dtype"
+        )
+    vocab_size = min(len(tokenizer), vocab_size_of(target_model), vocab_size_of(draft_model))
+    _check_shared_tokenizer(tokenizer, draft_src, vocab_size)
+    return Pair(name, target_model, draft_model, tokenizer, vocab_size, device, note)
+
+
+def load_first_pair(
+    names: Sequence[str],
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | str | None = None,
+) -> Pair:
+    """The first of the registry pairs `names` (largest first) that loads here.
+
+    A pair that is offline, does not fit the free memory, or runs out of memory while loading
+    is skipped with one printed sentence; the last one's error propagates.
+    """
+    if not names:
+        raise ValueError("names is empty: give at least one pair name")
+    for name in names[:-1]:
+        try:
+            return load_pair(name, device, dtype)
+        except (PairUnavailableError, OSError) as err:
+            print(f"note: pair {name!r} is not available here, trying the next one ({err})")
+    return load_pair(names[-1], device, dtype)
+
+
+def load_model(source: str, device: torch.device | str | None = None, dtype=None):
+    """One causal LM from a hub id, a directory, or a directory name in data/models/."""
+    device, dtype = _device_and_dtype(device, dtype)
+    return _load_model(_resolve_local(source), device, dtype)
+
+
+def parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
+    """ "bfloat16" -> torch.bfloat16 (see `DTYPES`); a torch dtype or None passes through."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {sorted(DTYPES)}")
+    return DTYPES[dtype]
+
+
+# --------------------------------------------------------------------------------------------
+# Position limit
+# --------------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------------
+# Logits from hidden states
+# --------------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------------
+# Memory guard
+# --------------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------------
+# Tiny random pairs, one per registry family
+# --------------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def _device_and_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
+    """Defaults: the best device; float32 on the CPU (exact greedy checks), bfloat16 elsewhere."""
+    device = torch.device(device) if device is not None else env.default_device()
+    dtype = parse_dtype(dtype)
+    if dtype is None:
+        dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    return device, dtype
+
+
+def _resolve_local(source: str) -> str:
+    local = MODELS_DIR / source
+    return str(local) if local.is_dir() else source
+
+
+def _load_model(source: str, device: torch.device, dtype: torch.dtype):
+    # (device_map= would skip the copy in CPU RAM, but it needs the `accelerate` package)
+    return _load("model", source, dtype=dtype).to(device).eval()
+
+
+def _check_shared_tokenizer(tokenizer, draft_src: str, vocab_size: int) -> None:
+    """When the draft ships its own tokenizer, its first `vocab_size` tokens must be the same.
+
+    A hub draft is checked like a local one: its tokenizer is loaded through `_load` (offline,
+    that raises HubUnavailableError, as loading the draft itself would). Skipped only for a
+    draft that ships no tokenizer: a directory without tokenizer_config.json (transformers 5
+    would build an empty stand-in tokenizer there), or a hub repository without one (OSError).
+    """
+    if Path(draft_src).is_dir() and not (Path(draft_src) / "tokenizer_config.json").exists():
+        return
+    try:
+        theirs = _load("tokenizer", draft_src).get_vocab()
+    except OSError:  # no tokenizer files in the repository (HubUnavailableError propagates)
+        return
+    mine = tokenizer.get_vocab()
+    id_to_mine = {i: t for t, i in mine.items() if i < vocab_size}
+    id_to_theirs = {i: t for t, i in theirs.items() if i < vocab_size}
+    differ = sorted(i for i in id_to_mine if id_to_mine[i] != id_to_theirs.get(i))
+    if differ:
+        i = differ[0]
+        raise ValueError(
+            f"draft and target tokenizers differ on {len(differ)} of the first {vocab_size} ids "
+            f"(id {i}: {id_to_mine[i]!r} vs {id_to_theirs.get(i)!r}); speculative decoding "
+            "needs a draft that shares the target's tokenizer"
+        )
+
+
+def _load(kind: str, source: str, **kwargs):
+    loader = {"tokenizer": AutoTokenizer, "config": AutoConfig}.get(kind, AutoModelForCausalLM)
+    if Path(source).is_dir():
+        return loader.from_pretrained(source, **kwargs)
+    if Path(source).is_absolute() or source.startswith("."):
+        raise FileNotFoundError(
+            f"model directory {source} does not exist; run `python -m specdec_lab train` "
+            "(see data/models/README.md) or restore it with `git checkout data/models`"
+        )
+    try:  # already in the local hub cache? Then no network is needed.
+        return loader.from_pretrained(source, local_files_only=True, **kwargs)
+    except OSError:
+        pass
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or not _hub_reachable():
+        local_hint = "" if "/" in source else f" (nor is there a directory data/models/{source})"
+        raise HubUnavailableError(
+            f"cannot download {source!r}{local_hint}: the Hugging Face hub is unreachable from this machine "
+            "(and HF_HUB_OFFLINE may be set), so connect to the internet once to cache it, or use "
+            "load_pair('embedded'), which ships in data/models/."
+        ) from None
+    return loader.from_pretrained(source, **kwargs)
+
+
+def _hub_reachable(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
+    """A quick TCP probe, so an offline machine fails in seconds rather than after retries."""
+    try:
+        with socket.create_connection((host, 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
