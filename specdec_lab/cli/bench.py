@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
-from dataclasses import asdict
 from pathlib import Path
 
 from specdec_lab import data, env, models
@@ -51,21 +51,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.vocab_cost:
         env.set_cpu_threads(args.threads or None)
         return vocab_cost_cli.main(["--threads", str(args.threads)])
-    cfg = (
+    base = (
         bench.QUICK
         if args.smoke
         else bench.BenchConfig(
-            tuple(args.gammas), args.max_new_tokens, args.repeats, args.prompts, args.domain
+            gammas=tuple(args.gammas),
+            max_new_tokens=args.max_new_tokens,
+            repeats=args.repeats,
+            n_prompts=args.prompts,
         )
     )
-    cfg = bench.BenchConfig(
-        **{
-            **asdict(cfg),
-            "hf": not args.no_hf,
-            "domain": args.domain,
-            "temperatures": tuple(args.temperatures),
-            "seed": args.seed,
-        }
+    cfg = dataclasses.replace(
+        base,
+        hf=not args.no_hf,
+        domain=args.domain,
+        temperatures=tuple(args.temperatures),
+        seed=args.seed,
     )
 
     device = env.default_device()
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     temps = ", ".join(f"T={t:g}" for t in cfg.temperatures)
     print(
         f"{len(prompts)} {cfg.domain} prompts x {cfg.max_new_tokens} new tokens, greedy"
-        f"{', then ' + temps + ' (seeded)' if temps else ''}, median of {cfg.repeats} repeats\n"
+        f"{', then ' + temps + ' (seeded)' if temps else ''}, {cfg.statistic}\n"
     )
     rows, costs = bench.run_bench(pair, prompts, cfg)
     print(bench.format_table(rows, costs))
@@ -96,14 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     tag = "smoke" if args.smoke else cfg.domain
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", pair.name).strip("-")
     out = args.out or data.RESULTS_DIR / f"bench-{info['device'].split(':')[0]}-{slug}-{tag}.json"
-    record = {
-        "pair": pair.describe(),
-        "dtype": str(pair.dtype).removeprefix("torch."),
-        "config": asdict(cfg),
-        "costs": costs,
-        "rows": [{**asdict(r), "ratio": r.ratio, "spread": r.spread} for r in rows],
-        "summary": headline,
-    }
+    record = bench.to_record(pair, cfg, rows, costs, headline)
     path = records.save_results(out, record, device)
     print(f"wrote {path}")
     return 0
