@@ -2,13 +2,12 @@
 
 import math
 import re
-from dataclasses import asdict
 
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import data, env, models
+from specdec_lab import data, decoding, env, models
 from specdec_lab.__main__ import main
 from specdec_lab.data import MODELS_DIR
 from specdec_lab.measure import bench, records
@@ -75,6 +74,7 @@ def test_bench_table_on_a_tiny_pair() -> None:
     assert all(r.alpha == 1.0 for r in sampled if r.gamma)  # a perfect draft, at any T
     assert all(r.mismatches == 0 for r in rows if r.temperature == 0)
     assert all(len(r.prompt_speedups) == 1 and 0 <= r.repeated_4grams <= 1 for r in rows)
+    assert all(r.tokens_per_s == max(r.samples) for r in rows)  # the fastest repeat
     table = bench.format_table(rows, costs)
     assert all(r.method in table for r in rows) and "HF assisted" in table
     summary = bench.summarize(rows)
@@ -105,6 +105,58 @@ def test_bench_guards_greedy_exactness_in_float32_only(monkeypatch) -> None:
     note = bench.reduced_precision_note(rows, pair.dtype)
     assert "speculative γ=3 (ours, lean) 1" in note and "asserted in float32 only" in note
     assert bench.reduced_precision_note(rows, torch.float32) is None
+
+
+def test_bench_plan_carries_each_methods_temperature_and_kind() -> None:
+    """Methods are data: temperature, γ, runtime and whether a method is ours come from the plan,
+    not from its display name; the display names stay the ones the README's table reads."""
+    methods = bench.plan(_tiny_pair(), bench.QUICK)
+    by_name = {m.name: m for m in methods}
+    m = by_name["speculative γ=3 T=0.7 (ours, lean)"]
+    assert (m.kind, m.temperature, m.gamma, m.runtime) == (bench.Kind.SPECULATIVE, 0.7, 3, "lean")
+    assert by_name["autoregressive (ours, hf)"].temperature == 0.0
+    assert by_name["heuristic γ≤10 T=1 (ours, lean)"].kind is bench.Kind.DRAFTER
+    assert not by_name["HF assisted (default schedule)"].ours
+    assert all(m.ours == ("(ours" in m.name) for m in methods)
+    trees = [m for m in methods if m.kind is bench.Kind.TREE]  # shaped once the chains ran
+    assert [t.temperature for t in trees] == [0.0, 1.0] and all(t.branching is None for t in trees)
+
+
+def test_bench_row_takes_its_temperature_from_the_method() -> None:
+    """A method named without "T=" still samples, and reports, at its own temperature."""
+    pair, ids = _tiny_pair(), torch.tensor([1, 2, 3])
+    cfg = bench.BenchConfig(max_new_tokens=8, repeats=1)
+    plain = bench.Method("plain", bench.Kind.AUTOREGRESSIVE, temperature=0.7, runtime="hf")
+    measured = bench.run_methods([plain], pair, [ids], cfg, progress=False)
+    (row,) = bench.derive(measured, pair.dtype, reference="hf")
+    assert row.method == "plain" and row.temperature == 0.7 and row.mismatches is None
+
+    def decode(temperature: float) -> list[int]:
+        gen = torch.Generator().manual_seed(cfg.seed)
+        out = decoding.autoregressive_generate(
+            pair.target, ids, 8, temperature, generator=gen, vocab_size=32, runtime="hf"
+        )
+        return out.tokens.tolist()
+
+    ran = measured[0][1].outputs[0].tokens.tolist()
+    assert ran == decode(0.7) != decode(0.0)
+
+
+def test_bench_rate_is_the_fastest_repeat() -> None:
+    """A method's tokens/s is its fastest repeat over all prompts, and each prompt's rate is its
+    own fastest repeat, on the timing harness's clock (a fake one: seconds scripted per run)."""
+    seconds = iter([100.0, 2.0, 2.0, 1.0, 1.5, 0.5, 3.0])  # the warm-up, then repeat by prompt
+    now = [0.0]
+
+    def run(ids: torch.Tensor, i: int) -> tuple[int, None]:
+        now[0] += next(seconds)
+        return 10, None
+
+    prompts = [torch.tensor([1]), torch.tensor([2])]
+    timed = bench.time_method(run, prompts, 3, "cpu", clock=lambda: now[0])
+    assert timed.rates == pytest.approx([20 / 4, 20 / 2.5, 20 / 3.5])  # tokens/s per repeat
+    assert timed.tokens_per_s == pytest.approx(8.0)  # not the median repeat (5.71)
+    assert timed.prompt_rates == pytest.approx([10 / 0.5, 10 / 1.5])
 
 
 def test_cli_reports_errors_in_one_line(capsys, monkeypatch) -> None:
@@ -152,20 +204,17 @@ def test_cli_reports_out_of_memory_while_running_in_one_line(capsys, monkeypatch
 def test_bench_markdown_renders_a_saved_record(tmp_path, capsys) -> None:
     pair = _tiny_pair()
     rows, costs = bench.run_bench(pair, [torch.tensor([1, 2, 3])], bench.QUICK, progress=False)
-    record = {
-        "pair": pair.describe(),
-        "dtype": "float32",
-        "config": {"n_prompts": 1, "domain": "code", "max_new_tokens": 16, "repeats": 1},
-        "costs": costs,
-        "rows": [{**asdict(r), "ratio": r.ratio, "spread": r.spread} for r in rows],
-        "summary": bench.summarize(rows),
-    }
+    record = bench.to_record(pair, bench.QUICK, rows, costs, bench.summarize(rows))
     path = records.save_results(tmp_path / "bench.json", record, "cpu")
     assert main(["bench", "--markdown", str(path)]) == 0
     table = capsys.readouterr().out
     for line in ("| autoregressive (ours) | lean | ", "| speculative (ours) | hf | ", "| tree "):
         assert line in table
     assert "**1.00x**" in table and "Isolated forwards on lean" in table
+    assert "16 tokens, fastest of 1 repeat." in table
+    saved = records.load_results(path)  # as saved before the bench took the fastest repeat:
+    del saved["results"]["config"]["statistic"]
+    assert "16 tokens, medians of 1." in bench.markdown_table(saved)
 
 
 def test_readme_speed_table_is_the_recorded_one() -> None:
