@@ -115,9 +115,9 @@ def set_cpu_threads(threads: int | None) -> int:
     """Set torch's CPU thread count (None keeps the default); returns the count in use.
 
     Batch-1 decoding of small models gains little from a second thread, and on a shared machine
-    threads that spin-wait for each other inside every kernel make a forward 5-10x slower
-    (measured here: 9 ms with one thread, 50-140 ms with two while another job ran). The CLI
-    commands therefore default to one thread on the CPU and print the count they used.
+    threads that spin-wait for each other inside every kernel make a forward several times
+    slower. The CLI commands therefore default to one thread on the CPU and print the count they
+    used.
     """
     if threads is not None:
         if threads < 1:

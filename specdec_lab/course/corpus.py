@@ -343,67 +343,6 @@ def read_documents(path: Path) -> list[str]:
     return [d.strip("\n") + "\n" for d in text.split(f"\n{EOT}\n") if d.strip()]
 
 
-def _code_prompt(doc: str, max_lines: int, max_chars: int) -> str | None:
-    """The first function in `doc` that has a body of at least `max_lines - 1` lines, truncated."""
-    lines = doc.splitlines()
-    for i, line in enumerate(lines):
-        stripped = line.lstrip()
-        if not stripped.startswith("def ") or not stripped.rstrip().endswith(":"):
-            continue
-        indent = len(line) - len(stripped)
-        body = []
-        for nxt in lines[i + 1 : i + max_lines]:
-            if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
-                break
-            body.append(nxt)
-        if len(body) >= max_lines - 1:
-            text = "\n".join([line.strip()] + [b[indent:] for b in body]) + "\n"
-            if len(text) <= max_chars:
-                return text
-    return None
-
-
-def _prose_prompt(doc: str, min_chars: int, max_chars: int) -> str | None:
-    """The first paragraph of `doc` with at least `min_chars` characters, cut at a word boundary."""
-    for para in doc.split("\n\n"):
-        para = para.strip()
-        if len(para) < min_chars or para.startswith((">>>", "-", "*", "|")):
-            continue
-        if len(para) > max_chars:
-            para = para[:max_chars].rsplit(" ", 1)[0]
-        return para
-    return None
-
-
-def extract_prompts(
-    root: Path | None = None, heldout_percent: int = 5, n: int = 8
-) -> dict[str, list[dict[str, str]]]:
-    """Up to `n` prompts per domain, one per held-out file, as `{"id", "domain", "text", "source"}`.
-
-    Code prompts are the signature and first lines of a function (4-6 lines); prose prompts are
-    the start of a docstring or comment paragraph (150-400 characters). Only files that
-    `is_heldout` are read, so no prompt was trained on. Deterministic: files are visited in sorted
-    order and the first `n` that yield a prompt are used.
-    """
-    out: dict[str, list[dict[str, str]]] = {d: [] for d in DOMAINS}
-    for doc in extract_documents(root, progress=False):
-        if not is_heldout(doc.relpath, heldout_percent):
-            continue
-        for domain in DOMAINS:
-            if len(out[domain]) >= n:
-                continue
-            if domain == "code":
-                text = _code_prompt(doc.code, max_lines=6, max_chars=450)
-            else:
-                text = _prose_prompt(doc.prose, min_chars=150, max_chars=400)
-            if text:
-                pid = f"{domain}-{len(out[domain]):02d}"
-                out[domain].append(
-                    {"id": pid, "domain": domain, "text": text, "source": doc.relpath}
-                )
-    return out
-
-
 # --------------------------------------------------------------------------------------------
 # Tokenizer.
 # --------------------------------------------------------------------------------------------

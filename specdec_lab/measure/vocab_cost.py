@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from specdec_lab.decoding import speculative_generate
-from specdec_lab.env import synchronize
+from specdec_lab.measure.timing import timer
 
 SMALL_VOCAB, LARGE_VOCAB = 4_096, 151_936
 # (temperature, top_p); the loop verifies with its one-sync, on-device rule in every setting
@@ -71,8 +71,8 @@ def table_pair(
 
 
 @dataclass(frozen=True)
-class Timing:
-    """Best-of-`repeats` times of one generation and its step count.
+class LoopCost:
+    """The fastest of `repeats` runs of one generation, and its step count.
 
     `seconds` is the wall clock; `cpu_seconds` the process's CPU time, which on a CPU shared with
     other jobs still counts only this loop's work (on an accelerator it means nothing: read
@@ -103,32 +103,33 @@ def time_loop(
     repeats: int = 5,
     device: torch.device | str = "cpu",
     spread: float = 2.0,
-) -> Timing:
-    """Time `speculative_generate` over a `table_pair` (best of `repeats`, each seeded alike)."""
+) -> LoopCost:
+    """Time `speculative_generate` over a `table_pair` (fastest of `repeats`, seeded alike),
+    on the wall clock and on this process's CPU time, both through `timing.timer`."""
     temperature, top_p = SETTINGS[setting]
     prompt = torch.tensor([0, 1, 2, 3])
     positions = prompt.shape[0] + new_tokens + gamma + 1
     target, draft = table_pair(vocab_size, positions, device=device, spread=spread)
-    best, best_cpu, out = float("inf"), float("inf"), None
+    wall, cpu, out = [], [], None
     for _ in range(repeats):
         generator = torch.Generator(device).manual_seed(0)
-        synchronize(device)
-        t0, c0 = time.perf_counter(), time.process_time()
-        out = speculative_generate(
-            target,
-            draft,
-            prompt,
-            new_tokens,
-            gamma,
-            temperature=temperature,
-            top_p=top_p,
-            generator=generator,
-        )
-        synchronize(device)
-        best = min(best, time.perf_counter() - t0)
-        best_cpu = min(best_cpu, time.process_time() - c0)
+        with timer(device) as on_wall, timer(device, time.process_time) as on_cpu:
+            out = speculative_generate(
+                target,
+                draft,
+                prompt,
+                new_tokens,
+                gamma,
+                temperature=temperature,
+                top_p=top_p,
+                generator=generator,
+            )
+        wall.append(on_wall.seconds)
+        cpu.append(on_cpu.seconds)
     stats = out.stats
-    return Timing(vocab_size, setting, best, best_cpu, len(stats.steps), stats.acceptance_rate)
+    return LoopCost(
+        vocab_size, setting, min(wall), min(cpu), len(stats.steps), stats.acceptance_rate
+    )
 
 
 def vocab_cost(
@@ -137,7 +138,7 @@ def vocab_cost(
     repeats: int = 5,
     device: torch.device | str = "cpu",
     spread: float = 2.0,
-) -> dict[str, tuple[Timing, Timing]]:
+) -> dict[str, tuple[LoopCost, LoopCost]]:
     """{setting: (timing at V = 4,096, timing at V = 151,936)} for every setting of `SETTINGS`."""
     return {
         s: tuple(
