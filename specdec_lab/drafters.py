@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 
 import torch
-from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from specdec_lab.engine.sessions import Session
 from specdec_lab.sampling import SamplingConfig, draft_token
@@ -235,6 +234,8 @@ def transformers_lookup(ids: list[int], gamma: int, max_ngram: int) -> list[int]
     """What transformers' own prompt lookup (`PromptLookupCandidateGenerator`) proposes after
     `ids`: the reference `PromptLookupDrafter` is tested against, and exercise 2.2 is checked
     against."""
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
     theirs = PromptLookupCandidateGenerator(
         num_output_tokens=gamma, max_matching_ngram_size=max_ngram, max_length=10**6
     )

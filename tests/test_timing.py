@@ -43,7 +43,7 @@ def counting_clock():
     return lambda: float(next(ticks))
 
 
-def test_greedy_runs_equal_plain_decoding_and_summarise(setup):
+def test_greedy_runs_equal_plain_decoding_and_their_summary(setup):
     pair, drafts, prompts = setup
     plan = {"code": [None, "small"]}
     runs, seconds = timing.timed_runs(
@@ -53,7 +53,7 @@ def test_greedy_runs_equal_plain_decoding_and_summarise(setup):
     for plain, spec in zip(runs["code", None], runs["code", "small"], strict=True):
         assert torch.equal(plain.tokens, spec.tokens)  # greedy speculative == greedy plain
     assert all(s.tolist() == [1.0, 1.0] for s in seconds.values())  # the fastest of 1 s runs
-    speed, gain, alpha = timing.summarise(runs, seconds, 6)
+    speed, gain, alpha = timing.speed_summary(runs, seconds, 6)
     assert speed == {("code", None): 6.0, ("code", "small"): 6.0}
     assert gain == {("code", "small"): 1.0}  # plain decoding has no gain, no α
     assert set(alpha) == {("code", "small")} and 0.0 <= alpha["code", "small"] <= 1.0

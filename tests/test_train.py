@@ -15,7 +15,7 @@ from specdec_lab.cli import train as train_cli
 from specdec_lab.course import corpus, train
 from specdec_lab.measure import profiling
 
-MODELS_DIR = Path(__file__).resolve().parents[1] / "data" / "models"
+MODELS_DIR = data.MODELS_DIR
 
 SOURCE = '''#!/usr/bin/env python3
 """Module docstring: explains the module."""

@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.list:
-            print(exercises.markdown_table(exercises.list_exercises(args.src)))
+            print(exercises.exercise_table(exercises.list_exercises(args.src)))
             return 0
         if args.check:
             problems = exercises.differences(args.src, args.out)

@@ -288,7 +288,7 @@ def generate(src_dir: str | Path = "notebooks", out_dir: str | Path = "workshop"
     return written
 
 
-def markdown_table(rows: list[Exercise]) -> str:
+def exercise_table(rows: list[Exercise]) -> str:
     """The exercise table of the README."""
     lines = ["| # | Exercise | Notebook |", "|---|----------|----------|"]
     lines += [f"| {r.number} | {r.title} | `{r.notebook}` |" for r in rows]

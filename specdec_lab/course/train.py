@@ -225,6 +225,40 @@ def lr_at(progress: float, cfg: TrainConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * x)))
 
 
+def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices only (not on norms and biases)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": no_decay, "weight_decay": 0},
+    ]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
+
+
+def distill_loss(
+    model, teacher, batch: torch.Tensor, cfg: TrainConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, cross-entropy) on `batch` (B, T+1): with a `teacher`, the loss is
+    `w · KL(p_teacher || q_model) + (1 − w) · CE` with w = `cfg.distill_weight`: the draft learns
+    the target's whole next-token distribution, which α rewards."""
+    x, y = batch[:, :-1], batch[:, 1:]  # (B, T) each
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
+        logits = model(input_ids=x).logits.float()  # (B, T, V)
+    ce = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+    if teacher is None:
+        return ce, ce
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
+        p_logits = teacher(input_ids=x).logits.float()  # (B, T, V)
+    kl = F.kl_div(
+        F.log_softmax(logits, -1).flatten(0, 1),
+        F.log_softmax(p_logits, -1).flatten(0, 1),
+        log_target=True,
+        reduction="batchmean",
+    )
+    return cfg.distill_weight * kl + (1 - cfg.distill_weight) * ce, ce
+
+
 def train_model(
     model,
     tokenizer,
@@ -245,16 +279,7 @@ def train_model(
     """
     torch.set_num_threads(cfg.threads)
     gen = torch.Generator().manual_seed(cfg.seed)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": cfg.weight_decay},
-            {"params": no_decay, "weight_decay": 0},
-        ],
-        lr=cfg.lr,
-        betas=(0.9, 0.95),
-    )
+    opt = make_optimizer(model, cfg)
     if teacher is not None:
         teacher.eval()
     budget_s = cfg.minutes * 60 if cfg.minutes else math.inf
@@ -295,24 +320,7 @@ def train_model(
             group["lr"] = lr
         model.train()
         batch = sample_batch(train_tokens, cfg.batch_size, cfg.context, gen)  # (B, T+1)
-        x, y = batch[:, :-1], batch[:, 1:]  # (B, T) each
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
-            logits = model(input_ids=x).logits.float()  # (B, T, V)
-        ce = F.cross_entropy(logits.flatten(0, 1), y.flatten())
-        loss = ce
-        if teacher is not None:
-            with (
-                torch.no_grad(),
-                torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast),
-            ):
-                p_logits = teacher(input_ids=x).logits.float()  # (B, T, V)
-            kl = F.kl_div(
-                F.log_softmax(logits, -1).flatten(0, 1),
-                F.log_softmax(p_logits, -1).flatten(0, 1),
-                log_target=True,
-                reduction="batchmean",
-            )
-            loss = cfg.distill_weight * kl + (1 - cfg.distill_weight) * ce
+        loss, ce = distill_loss(model, teacher, batch, cfg)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

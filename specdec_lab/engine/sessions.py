@@ -19,7 +19,6 @@ import warnings
 from typing import Protocol
 
 import torch
-from transformers import DynamicCache
 
 from specdec_lab.engine.llama import LeanLlama, lean_support
 from specdec_lab.engine.logits import output_logits
@@ -155,6 +154,8 @@ class HFSession(_SessionBase):
     runtime = "hf"
 
     def __init__(self, model, vocab_size: int | None = None, keep_hidden: bool = False) -> None:
+        from transformers import DynamicCache  # lazy: mock-only notebooks never import transformers
+
         super().__init__(vocab_size or model.config.vocab_size)
         self.model = model
         self.device = model.device

@@ -25,7 +25,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -33,7 +33,9 @@ from tqdm.auto import tqdm
 
 from specdec_lab import decoding, env
 from specdec_lab.engine import sessions
-from specdec_lab.models import Pair
+
+if TYPE_CHECKING:  # the pairs import transformers, which takes seconds: only for the hints
+    from specdec_lab.models import Pair
 
 
 def run_timed(
@@ -106,7 +108,7 @@ def timed_runs(
     return runs, seconds
 
 
-def summarise(
+def speed_summary(
     runs: dict[tuple[str, str | None], list],
     seconds: dict[tuple[str, str | None], np.ndarray],
     n_new: int,
