@@ -257,29 +257,10 @@ def latency_sweep(
     return [Timing(tuple(s)) for s in samples]
 
 
-def forward_latency(
-    model: LlamaForCausalLM,
-    k: int,
-    batch: int = 1,
-    *,
-    prefix: int = 32,
-    warmup: int = 2,
-    repeats: int = 5,
-    generator: torch.Generator | None = None,
-    clock: Callable[[], float] = time.perf_counter,
-) -> Timing:
+def forward_latency(model: LlamaForCausalLM, k: int, batch: int = 1, **sweep: Any) -> Timing:
     """`latency_sweep` for a single k: the time of one forward of `k` new tokens per sequence for
-    `batch` sequences on top of a `prefix`-token KV cache."""
-    return latency_sweep(
-        model,
-        [k],
-        batch,
-        prefix=prefix,
-        warmup=warmup,
-        repeats=repeats,
-        generator=generator,
-        clock=clock,
-    )[0]
+    `batch` sequences on top of a cached prefix (keywords as in `latency_sweep`)."""
+    return latency_sweep(model, [k], batch, **sweep)[0]
 
 
 # --------------------------------------------------------------------------------------------
