@@ -38,7 +38,7 @@ from specdec_lab.inputs import (
     check_same_vocab,
     check_vocab_size,
 )
-from specdec_lab.sampling import SamplingConfig, greedy, logits_to_probs, sample
+from specdec_lab.sampling import SamplingConfig, generator_on, logits_to_probs, sample
 
 
 @dataclass(frozen=True)
@@ -152,18 +152,25 @@ def autoregressive_generate(
     target = open_session(model, vocab_size, runtime)
     target.reserve(ids.shape[0] + max_new_tokens)
     ids = ids.to(target.device)  # the sequence lives where the model does
+    generator = generator_on(generator, target.device)
     stats = GenerationStats()
     start = time.perf_counter()
     prompt_len = ids.shape[0]
+    invalid = torch.zeros((), dtype=torch.bool, device=ids.device)  # NaN scores, read once
     while ids.shape[0] - prompt_len < max_new_tokens:
         logits = target.logits(ids, last=1)[-1]  # (V,)
         if cfg.greedy:
-            x = greedy(logits)
+            best, x = logits.max(-1)  # argmax's first-maximum rule; NaN if any score is
+            invalid |= torch.isnan(best)
         else:
-            x = sample(logits_to_probs(logits, temperature, top_k, top_p), generator)
+            probs = logits_to_probs(logits, temperature, top_k, top_p, check=False)  # (V,)
+            invalid |= ~torch.isfinite(probs.sum())
+            x = sample(probs, generator, check=False)
         ids = torch.cat([ids, x[None]])
         if eos and int(x) in eos:  # the one host sync per token, only when there is an EOS
             break
+    if bool(invalid):  # one host sync per call, not per token
+        raise ValueError("the model produced NaN or infinite scores")
     stats.wall_time = time.perf_counter() - start
     stats.target_calls, stats.target_time = target.calls, target.seconds
     return _finish(ids[prompt_len:], stats, eos)
@@ -243,6 +250,7 @@ def speculative_generate(
         drafter = ModelDrafter(open_session(draft, vocab_size, runtime))
     check_same_vocab(p_model.vocab_size, drafter)
     verify_step = verify_on_device if verifier is None else teaching_verifier(verifier)
+    generator = generator_on(generator, p_model.device)  # every draw where the models are
 
     def step(ids: torch.Tensor, g: int) -> tuple[torch.Tensor, Step]:
         return speculative_step(p_model, drafter, ids, g, cfg, generator, verify_step)
@@ -305,8 +313,10 @@ def _finish(
     stats: GenerationStats,
     eos_token_id: int | Sequence[int] | None = None,
 ) -> Generation:
-    """Cut `new` after its first end-of-text token (any of `eos_token_id`) and count it."""
+    """Cut `new` after its first end-of-text token (any of `eos_token_id`) and count it. The
+    tokens come back to the host, where the prompt came from: one copy per call."""
     eos = check_eos(eos_token_id)
+    new = new.cpu()
     ends = [i for i, x in enumerate(new.tolist()) if x in eos] if eos else []
     if ends:
         new = new[: ends[0] + 1]  # nothing after the end of text

@@ -35,6 +35,11 @@ def set_seed(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def generator(device: torch.device | str, seed: int) -> torch.Generator:
+    """A `torch.Generator` on `device`, seeded with `seed`."""
+    return torch.Generator(device=device).manual_seed(seed)
+
+
 def default_device() -> torch.device:
     """The best available device: cuda, then mps, then cpu."""
     if torch.cuda.is_available():

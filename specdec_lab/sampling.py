@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec_lab import env
+
 GREEDY_BELOW = 1e-5
 """Temperatures below this are greedy: vLLM's rule. `logits / 1e-38` overflows to inf and the
 softmax of inf - inf is NaN, so a tiny temperature must never reach the division."""
@@ -174,6 +176,24 @@ def uniforms(
     on `device`. They are drawn where the generator lives (a CPU generator also seeds a GPU
     run, with the same numbers) and copied over: a host-to-device copy, not a sync."""
     return rand(rows, 1, generator=generator, device=device, dtype=cdf_dtype(torch.device(device)))
+
+
+def generator_on(
+    generator: torch.Generator | None, device: torch.device | str
+) -> torch.Generator | None:
+    """The generator to draw `device` tensors from: `generator` itself where it lives on
+    `device` (or is None), else a new generator on `device` seeded by one draw from it.
+
+    A host generator then seeds an accelerator run reproducibly, and every draw of the run
+    happens on the device: no host-to-device copy of uniforms, which on CUDA waits for the
+    device's queue at every draft token. The draw that seeds it is a host tensor read on the
+    host, not a sync. On the CPU nothing changes.
+    """
+    device = torch.device(device)
+    if generator is None or generator.device.type == device.type:
+        return generator
+    seed = int(torch.randint(2**62, (1,), generator=generator))  # host -> host: no device sync
+    return env.generator(device, seed)
 
 
 def rand(*shape: int, generator: torch.Generator | None, device, dtype=torch.float32):

@@ -32,7 +32,7 @@ from specdec_lab.inputs import (
     check_same_vocab,
     check_vocab_size,
 )
-from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
+from specdec_lab.sampling import SamplingConfig, generator_on, logits_to_probs, sample
 from specdec_lab.verify import multi_draft_sample, without_replacement_q
 
 
@@ -85,9 +85,9 @@ def build_tree(
     first tokens, each followed by a chain of two. Greedy (T = 0) takes the top-k tokens of q.
     """
     vocab = draft.vocab_size
-    tokens = torch.empty(0, dtype=torch.long)
+    tokens = torch.empty(0, dtype=torch.long, device=draft.device)
     parents: list[int] = []
-    q_rows = torch.empty(0, vocab)
+    q_rows = torch.empty(0, vocab, device=draft.device)
     frontier = [-1]  # the nodes of the current level; -1 is the root
     for k in branching:
         scores = draft.tree_logits(ids, tokens, parents)  # (1 + N, V) the lean runtime feeds
@@ -273,6 +273,7 @@ def tree_speculative_generate(
     p_model = open_session(target, vocab_size, runtime)
     q_model = open_session(draft, vocab_size, runtime)
     check_same_vocab(p_model.vocab_size, q_model)
+    generator = generator_on(generator, p_model.device)  # every draw where the models are
 
     def step(ids: torch.Tensor, depth: int) -> tuple[torch.Tensor, Step]:
         shape = tuple(branching[:depth])  # the token budget may cut the tree short

@@ -146,7 +146,8 @@ def multi_draft_sample(
     p = p_probs
     for i in range(k):
         x, q = candidates[i], q_probs[i]
-        if torch.rand((), generator=generator) * q[x] < p[x]:  # u < p(x)/q(x), no division
+        u = rand(1, generator=generator, device=p.device)[0]
+        if u * q[x] < p[x]:  # u < p(x)/q(x), no division
             return i, x
         p = residual_distribution(p, q)  # (V,) p_{i+1}
     return k, sample(p, generator)

@@ -196,3 +196,21 @@ def test_bad_verify_inputs(tokens, q, p, error, message) -> None:
 def test_custom_verifier_is_refused_for_greedy(pair) -> None:
     with pytest.raises(ValueError, match="greedy"):
         _spec(pair, temperature=0, verifier=lambda *a: (0, torch.tensor(0)))
+
+
+class _NaNModel:
+    """A mock model whose scores turn NaN after the third position."""
+
+    vocab_size = 5
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(ids.shape[0], self.vocab_size)
+        out[3:] = float("nan")
+        return out
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_autoregressive_decoding_refuses_nan_scores(temperature) -> None:
+    # Checked on the device and read once per call (no host sync per token): still an error.
+    with pytest.raises(ValueError, match="NaN"):
+        decoding.autoregressive_generate(_NaNModel(), [0], 6, temperature=temperature)

@@ -67,7 +67,7 @@ def overlap_table(
         table[domain] |= extra
     out = {d: {k: np.array(v) for k, v in t.items() if k != "positions"} for d, t in table.items()}
     for d in out:
-        out[d]["positions"] = torch.cat(table[d]["positions"]).numpy()  # (n_windows·L, 2)
+        out[d]["positions"] = torch.cat(table[d]["positions"]).cpu().numpy()  # (n_windows·L, 2)
     return out
 
 

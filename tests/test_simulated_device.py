@@ -1,0 +1,190 @@
+"""The package on a simulated accelerator (tests/simulated_device.py): where tensors live, which
+generator draws them, and how often the host waits for the device."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from simulated_device import DEVICE, DeviceTensor, Simulation
+
+from specdec_lab import decoding, drafters, heads, tree
+from specdec_lab.engine import sessions
+from specdec_lab.models import load_pair, save_tiny_pair
+
+PROMPT = torch.tensor([1, 5, 7, 9, 5, 7])
+SAMPLED = {"temperature": 1.0, "top_k": 50, "top_p": 0.9}
+
+
+# ------------------------------------------------------------------ the simulator has power
+def test_the_simulation_enforces_one_device_and_counts_syncs() -> None:
+    sim = Simulation()
+    with sim.active():
+        x = torch.zeros(3, device=DEVICE)
+        assert isinstance(x, DeviceTensor) and x.device == DEVICE
+        with pytest.raises(RuntimeError, match="same device"):
+            x + torch.ones(3)  # a host tensor in a device op
+        assert sim.syncs == 0
+        y = x + torch.tensor(2.0)  # a 0-d host scalar is allowed, as on CUDA
+        assert y.tolist() == [2.0, 2.0, 2.0] and sim.syncs == 1
+        bool(y.sum() > 0), int(y[0]), float(y[1]), y.max().item(), y.cpu()
+        assert sim.syncs == 6
+        torch.ones(2).to(DEVICE)  # a blocking copy to the device waits too
+        torch.ones(2).to(DEVICE, non_blocking=True)
+        assert sim.syncs == 7
+        with pytest.raises(RuntimeError, match="generator"):
+            torch.rand(3, generator=torch.Generator().manual_seed(0), device=DEVICE)
+        assert isinstance(torch.rand(3, generator=sim.generator(0), device=DEVICE), DeviceTensor)
+        with pytest.raises(RuntimeError, match="generator"):
+            torch.rand(3, generator=sim.generator(0))  # a device generator drawing on the host
+
+
+# ------------------------------------------------------------------ the loops on the device
+@pytest.fixture(scope="module")
+def pair_dirs(tmp_path_factory):
+    return save_tiny_pair("llama", tmp_path_factory.mktemp("pair"))
+
+
+@pytest.fixture()
+def pair(pair_dirs):
+    """A fresh tiny Llama pair on the CPU (each test moves its own to the device)."""
+    return load_pair(target=str(pair_dirs[0]), draft=str(pair_dirs[1]), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def reference(pair_dirs):
+    """Greedy tokens on the CPU."""
+    cpu = load_pair(target=str(pair_dirs[0]), draft=str(pair_dirs[1]), device="cpu")
+    return decoding.autoregressive_generate(
+        cpu.target, PROMPT, 16, temperature=0, vocab_size=cpu.vocab_size
+    ).tokens.tolist()
+
+
+@pytest.fixture()
+def sim(pair, reference):
+    sim = Simulation()
+    with sim.active():
+        sim.to_device(pair.target)
+        sim.to_device(pair.draft)
+        yield sim
+
+
+def _generator(sim: Simulation, kind: str):
+    return {"none": None, "host": torch.Generator().manual_seed(0), "device": sim.generator(0)}[
+        kind
+    ]
+
+
+def _steps_with_syncs(sim, monkeypatch) -> list[int]:
+    """Host syncs of every speculative step of the next generation, step by step."""
+    per_step, real = [], decoding.speculative_step
+
+    def counted(*args, **kwargs):
+        before = sim.syncs
+        out = real(*args, **kwargs)
+        per_step.append(sim.syncs - before)
+        return out
+
+    monkeypatch.setattr(decoding, "speculative_step", counted)
+    return per_step
+
+
+@pytest.mark.parametrize("runtime", ["lean", "hf"])
+@pytest.mark.parametrize("kind", ["none", "host", "device"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_speculative_decoding_syncs_once_per_step(
+    pair, reference, sim, monkeypatch, runtime, kind, temperature
+) -> None:
+    per_step = _steps_with_syncs(sim, monkeypatch)
+    sampling = SAMPLED if temperature else {"temperature": 0.0}
+    out = decoding.speculative_generate(
+        pair.target,
+        pair.draft,
+        PROMPT,
+        16,
+        3,
+        generator=_generator(sim, kind),
+        vocab_size=pair.vocab_size,
+        runtime=runtime,
+        **sampling,
+    )
+    assert per_step and set(per_step) == {1}, per_step
+    assert type(out.tokens) is torch.Tensor, "Generation.tokens comes back on the host"
+    if temperature == 0:
+        assert out.tokens.tolist() == reference
+
+
+@pytest.mark.parametrize("kind", ["none", "host", "device"])
+def test_autoregressive_decoding_never_waits_without_an_eos(pair, sim, kind) -> None:
+    counts = []
+    for n in (4, 12):
+        before = sim.syncs
+        out = decoding.autoregressive_generate(
+            pair.target, PROMPT, n, generator=_generator(sim, kind), vocab_size=pair.vocab_size
+        )
+        counts.append(sim.syncs - before)
+        assert type(out.tokens) is torch.Tensor and out.tokens.shape == (n,)
+    assert counts[0] == counts[1], f"syncs grow with the tokens: {counts}"
+
+
+def test_autoregressive_decoding_waits_once_per_token_for_its_eos(pair, sim) -> None:
+    counts = []
+    for n in (4, 12):
+        before = sim.syncs
+        decoding.autoregressive_generate(
+            pair.target, PROMPT, n, temperature=0, eos_token_id=10**6, vocab_size=pair.vocab_size
+        )
+        counts.append(sim.syncs - before)
+    assert counts[1] - counts[0] == 8
+
+
+@pytest.mark.parametrize("kind", ["none", "host", "device"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_every_drafter_runs_on_the_device(pair, reference, sim, kind, temperature) -> None:
+    vocab = pair.vocab_size
+    sampling = SAMPLED if temperature else {"temperature": 0.0}
+
+    def model_drafter(**kw):
+        return drafters.ModelDrafter(sessions.open_session(pair.draft, vocab), **kw)
+
+    runs = {
+        "lookup": (pair.target, drafters.PromptLookupDrafter(vocab)),
+        "lookup, else draft": (pair.target, drafters.LookupThenModel(model_drafter())),
+        "heuristic γ": (pair.target, drafters.HeuristicGamma(model_drafter())),
+        "confidence": (pair.target, model_drafter(confidence_threshold=0.3)),
+    }
+    for name, (target, drafter) in runs.items():
+        out = decoding.speculative_generate(
+            target, drafter, PROMPT, 16, 4, generator=_generator(sim, kind), **sampling
+        )
+        assert type(out.tokens) is torch.Tensor, name
+        if temperature == 0:
+            assert out.tokens.tolist() == reference, name
+
+
+@pytest.mark.parametrize("kind", ["none", "host", "device"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_token_trees_and_the_head_run_on_the_device(
+    pair, reference, sim, kind, temperature
+) -> None:
+    sampling = SAMPLED if temperature else {"temperature": 0.0}
+    out = tree.tree_speculative_generate(
+        pair.target,
+        pair.draft,
+        PROMPT,
+        16,
+        (2, 1, 1),
+        generator=_generator(sim, kind),
+        vocab_size=pair.vocab_size,
+        **sampling,
+    )
+    assert type(out.tokens) is torch.Tensor
+    if temperature == 0:
+        assert out.tokens.tolist() == reference
+    head = heads.DraftHead(heads.HeadConfig(pair.target.config.hidden_size))
+    sim.to_device(head)
+    session, drafter = heads.head_drafter(pair.target, head, pair.vocab_size)
+    out = decoding.speculative_generate(
+        session, drafter, PROMPT, 16, 3, generator=_generator(sim, kind), **sampling
+    )
+    if temperature == 0:
+        assert out.tokens.tolist() == reference
