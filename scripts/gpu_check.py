@@ -17,12 +17,16 @@ happened instead of ending the run. The dry run takes every GPU branch at smoke 
 from __future__ import annotations
 
 import argparse
+import inspect
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import torch
+import transformers
 from tqdm.auto import tqdm
+from transformers import LlamaForCausalLM
 
 from specdec_lab import data, env, models, theory
 from specdec_lab.measure import profiling, records
@@ -101,10 +105,26 @@ def profile(device: torch.device, smoke: bool) -> dict:
     return out
 
 
-def run_notebooks(names: list[str] | None = None) -> dict[str, dict]:
+def plain_python(source: str) -> str:
+    """A cell as plain Python: IPython's `!shell` and `%magic` lines become `pass` at their own
+    indentation, so a block whose body they were (the Colab cell's `if`) stays valid."""
+    lines = []
+    for line in source.splitlines():
+        code = line.lstrip()
+        if code.startswith(("%", "!")):
+            line = f"{line[: len(line) - len(code)]}pass  # {code}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def run_notebooks(
+    names: list[str] | None = None, on_each: Callable[[dict], object] | None = None
+) -> dict[str, dict]:
     """Run each notebook's code cells in order, in one namespace per notebook, as plain Python
     (a GPU machine need not have Jupyter): {name: {"ok", "seconds", "error"}}. Cells nbval skips
-    (the live widgets) are skipped here too; IPython magics and shell lines are dropped."""
+    (the live widgets) are skipped here too; IPython magics and shell lines do nothing
+    (`plain_python`). `on_each(results so far)` runs after every notebook, so a run cut short
+    keeps what it finished."""
     import json
     import os
     from pathlib import Path
@@ -125,9 +145,8 @@ def run_notebooks(names: list[str] | None = None) -> dict[str, dict]:
                 if cell["cell_type"] != "code" or "nbval-skip" in tags:
                     continue
                 source = "".join(cell["source"])
-                lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
                 try:
-                    exec(compile("\n".join(lines), f"{name}[{i}]", "exec"), namespace)
+                    exec(compile(plain_python(source), f"{name}[{i}]", "exec"), namespace)
                 except Exception as err:  # recorded, not raised: the other notebooks still run
                     error = f"cell {i}: {type(err).__name__}: {str(err).splitlines()[0][:300]}"
                     break
@@ -145,7 +164,19 @@ def run_notebooks(names: list[str] | None = None) -> dict[str, dict]:
             "error": error,
         }
         print(f"{name}: {'ok' if error is None else error} ({out[name]['seconds']} s)")
+        if on_each is not None:
+            on_each(out)
     return out
+
+
+def version_problem() -> str | None:
+    """One sentence if this machine's transformers cannot run the package, else None."""
+    if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters:
+        return None
+    return (
+        f"transformers {transformers.__version__} is too old: its forward takes no `cache=` "
+        "keyword; carry the wheel pyproject.toml names (transformers is pure Python)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         "--notebooks", nargs="*", default=None, help="notebooks to run (default: all; none: skip)"
     )
     args = parser.parse_args(argv)
+    if (problem := version_problem()) is not None:
+        print(problem, file=sys.stderr)
+        return 2
     device = env.default_device()
     if device.type == "cpu" and not (args.smoke or env.dry_run(device)):
         print(
@@ -186,8 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         bench += ["--dtype", "bfloat16"]
     status = subprocess.call(bench)
     if args.notebooks is None or args.notebooks:  # every notebook, on the device
-        results = run_notebooks(args.notebooks or None)
-        path = records.save_results(RESULTS / f"{prefix}-notebooks-{tag}.json", results, device)
+        path = RESULTS / f"{prefix}-notebooks-{tag}.json"
+        results = run_notebooks(
+            args.notebooks or None, lambda done: records.save_results(path, done, device)
+        )
         print(f"wrote {path}")
         status = status or int(not all(r["ok"] for r in results.values()))
     return status

@@ -5,5 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-python -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
-timeout 570 python scripts/gpu_check.py "$@"
+# The machine's own interpreter: python3 where there is no `python` (PYTHON=... overrides).
+PY="${PYTHON:-$(command -v python3 || command -v python)}"
+"$PY" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
+timeout 570 "$PY" scripts/gpu_check.py "$@"

@@ -50,6 +50,18 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
+def default_dtype(device: torch.device | str) -> torch.dtype:
+    """The dtype models load in on `device` unless told: float32 on the CPU (exact greedy
+    comparisons need it); bfloat16 on a CUDA device that computes it natively (Ampere and
+    later), float16 on one that would only emulate it (a T4) and on Apple's MPS."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return torch.float32
+    if device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
+        return torch.bfloat16
+    return torch.float16
+
+
 def has_gpu() -> bool:
     """True when a CUDA or MPS device is present (heavier notebook settings switch on)."""
     return default_device().type != "cpu"

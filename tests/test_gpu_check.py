@@ -81,3 +81,37 @@ def test_notebooks_run_as_plain_python_and_report_the_first_error(gpu_check, tmp
     ok, bad, skip = out.values()
     assert ok["ok"] and skip["ok"] and not bad["ok"]
     assert bad["error"] == "cell 2: AssertionError: y is not 2"
+
+
+def test_the_colab_cell_runs_as_plain_python_and_each_notebook_is_recorded(
+    gpu_check, tmp_path
+) -> None:
+    """Every notebook's first cell guards `!git clone` and `%pip` under an `if`: dropping those
+    lines left the `if` without a body (an IndentationError at cell 1 of every notebook)."""
+    colab = (
+        "import sys\nif 'google.colab' in sys.modules:\n    !git clone x\n    %pip install y\nz = 3"
+    )
+    cells = [
+        {"cell_type": "code", "source": src, "metadata": {}} for src in (colab, "assert z == 3")
+    ]
+    for name in ("a.ipynb", "b.ipynb"):
+        (tmp_path / name).write_text(json.dumps({"cells": cells}))
+    recorded = []
+    out = gpu_check.run_notebooks(
+        [str(tmp_path / n) for n in ("a.ipynb", "b.ipynb")],
+        lambda done: recorded.append(dict(done)),
+    )
+    assert all(r["ok"] for r in out.values()), out
+    assert [len(r) for r in recorded] == [1, 2]  # written after each notebook, not at the end
+
+
+def test_a_transformers_without_the_cache_api_is_refused_in_one_sentence(
+    gpu_check, monkeypatch, capsys
+) -> None:
+    def old_forward(self, input_ids=None, past_key_values=None, **kwargs): ...
+
+    assert gpu_check.version_problem() is None
+    monkeypatch.setattr(gpu_check.LlamaForCausalLM, "forward", old_forward)
+    assert gpu_check.main(["--smoke"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cache=" in err and "\n" not in err

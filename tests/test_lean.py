@@ -292,3 +292,90 @@ def test_lean_forward_runs_on_the_models_own_parameters(model) -> None:
     kv_heads = c.num_key_value_heads or c.num_attention_heads
     per_position = 2 * c.num_hidden_layers * kv_heads * lean.head_dim * 4  # k and v, fp32
     assert cache.k.numel() * 4 * 2 == per_position * cache.capacity == per_position * llama.CHUNK
+
+
+class _LoRALinear(torch.nn.Module):
+    """A LoRA-style wrapper (as peft builds): the base layer plus a low-rank update."""
+
+    def __init__(self, base: torch.nn.Linear, rank: int = 2) -> None:
+        super().__init__()
+        self.base_layer = base
+        self.a = torch.nn.Linear(base.in_features, rank, bias=False)
+        self.b = torch.nn.Linear(rank, base.out_features, bias=False)
+        torch.nn.init.normal_(self.b.weight, std=0.5)
+
+    @property
+    def weight(self) -> torch.Tensor:  # what the lean forward would read, wrongly
+        return self.base_layer.weight
+
+    @property
+    def bias(self):
+        return self.base_layer.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base_layer(x) + self.b(self.a(x))
+
+
+def _modifications():
+    def hooked(m):
+        m.model.layers[0].mlp.down_proj.register_forward_hook(lambda mod, inp, out: 2 * out)
+
+    def pre_hooked(m):
+        m.model.norm.register_forward_pre_hook(lambda mod, inp: (inp[0] * 3,))
+
+    def lora(m):
+        attn = m.model.layers[0].self_attn
+        attn.q_proj = _LoRALinear(attn.q_proj)
+
+    def quantised(m):
+        m.config.quantization_config = {"quant_method": "bitsandbytes", "load_in_4bit": True}
+
+    return {
+        "forward hook": (hooked, "forward hook"),
+        "pre-hook": (pre_hooked, "forward hook"),
+        "LoRA-wrapped projection": (lora, "not a plain torch or transformers module"),
+        "quantised": (quantised, "quantised"),
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(_modifications()))
+def test_a_modified_model_never_runs_on_the_lean_forward(kind) -> None:
+    """auto falls back to transformers' forward (and says so): the logits are the modified
+    model's own. Before, lean_support read only the config and the lean forward read `.weight`
+    directly, computing the unmodified model's logits."""
+    modify, reason = _modifications()[kind]
+    model = _model(CONFIGS["llama-gqa-tied"])
+    modify(model)
+    assert reason in llama.lean_support(model)
+    with pytest.warns(UserWarning, match="running it with transformers"):
+        session = sessions.open_session(model)
+    ids = _ids(12)
+    with torch.no_grad():
+        reference = model(ids[None]).logits[0, :, :V]
+    assert torch.allclose(session.logits(ids), reference, atol=1e-5)
+
+
+def test_a_gguf_model_dequantised_on_load_stays_on_the_lean_forward() -> None:
+    model = _model(CONFIGS["llama-gqa-tied"])
+    model.config.quantization_config = {"quant_method": "gguf", "dequantize": True}
+    assert llama.lean_support(model) is None
+
+
+def test_the_hf_session_refuses_a_forward_without_the_cache_api() -> None:
+    model = _model(CONFIGS["llama-gqa-tied"])
+    real = model.forward
+
+    def old_api(input_ids=None, past_key_values=None, **kwargs):  # transformers before `cache=`
+        return real(input_ids=input_ids, **kwargs)
+
+    model.forward = old_api
+    with pytest.raises(RuntimeError, match="no `cache=` keyword"):
+        sessions.HFSession(model)
+
+    def ignores_it(input_ids=None, cache=None, **kwargs):  # takes the keyword, drops the cache
+        return real(input_ids=input_ids, **kwargs)
+
+    model.forward = ignores_it
+    session = sessions.HFSession(model)
+    with pytest.raises(RuntimeError, match="ignored `cache=`"):
+        session.logits(_ids(6))

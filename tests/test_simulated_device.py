@@ -7,7 +7,7 @@ import pytest
 import torch
 from simulated_device import DEVICE, DeviceTensor, Simulation
 
-from specdec_lab import decoding, drafters, heads, tree
+from specdec_lab import decoding, drafters, env, heads, tree
 from specdec_lab.engine import sessions
 from specdec_lab.models import load_pair, save_tiny_pair
 
@@ -188,3 +188,13 @@ def test_token_trees_and_the_head_run_on_the_device(
     )
     if temperature == 0:
         assert out.tokens.tolist() == reference
+
+
+def test_the_default_dtype_is_native_to_the_device(monkeypatch) -> None:
+    assert env.default_dtype("cpu") == torch.float32
+    assert env.default_dtype("mps") == torch.float16  # MPS: float16
+    for native, dtype in ((True, torch.bfloat16), (False, torch.float16)):  # Ampere+ vs a T4
+        monkeypatch.setattr(
+            torch.cuda, "is_bf16_supported", lambda including_emulation, n=native: n
+        )
+        assert env.default_dtype("cuda") == dtype

@@ -48,7 +48,42 @@ def lean_support(model) -> str | None:
     for ok, why in checks:
         if not ok:
             return f"{family} model not covered: {why}"
+    if (why := _modified(model)) is not None:
+        return f"{family} model not covered: {why}"
     return None
+
+
+def _modified(model) -> str | None:
+    """Why the model's forward computes something other than its plain weights, if it does:
+    an adapter (peft), quantised weights, a wrapped projection or a hook. The lean forward reads
+    `.weight` directly, so it would compute the logits of the unmodified model. A model loaded
+    from GGUF carries a quantiser but holds dequantised float weights: that one is exact."""
+    if getattr(model, "peft_config", None):
+        return "it carries a peft adapter"
+    quantization = getattr(model, "hf_quantizer", None) or getattr(
+        model.config, "quantization_config", None
+    )
+    if quantization is not None and not _dequantised(quantization):
+        return "its weights are quantised"
+    if torch.nn.modules.module._global_forward_hooks or (
+        torch.nn.modules.module._global_forward_pre_hooks
+    ):
+        return "a global forward hook is registered"
+    for name, module in model.named_modules():
+        if module._forward_hooks or module._forward_pre_hooks or hasattr(module, "_hf_hook"):
+            return f"{name or 'the model'} has a forward hook"
+        if module.__class__.__module__.split(".")[0] not in ("torch", "transformers"):
+            return f"{name} is a {type(module).__name__}, not a plain torch or transformers module"
+    return None
+
+
+def _dequantised(quantization) -> bool:
+    """A GGUF checkpoint that transformers dequantised to float weights on load."""
+    config = getattr(quantization, "quantization_config", quantization)
+    fields = config if isinstance(config, dict) else vars(config)
+    method = fields.get("quant_method")
+    method = getattr(method, "value", method)  # transformers' QuantizationMethod enum
+    return method == "gguf" and bool(fields.get("dequantize", True))
 
 
 def _rope_type(config) -> str:

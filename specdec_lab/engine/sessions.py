@@ -14,8 +14,10 @@ Two runtimes run a transformers model (`open_session(model, runtime=...)`):
 
 from __future__ import annotations
 
+import inspect
 import time
 import warnings
+from importlib.metadata import version
 from typing import Protocol
 
 import torch
@@ -156,6 +158,12 @@ class HFSession(_SessionBase):
     def __init__(self, model, vocab_size: int | None = None, keep_hidden: bool = False) -> None:
         from transformers import DynamicCache  # lazy: mock-only notebooks never import transformers
 
+        if "cache" not in inspect.signature(model.forward).parameters:
+            raise RuntimeError(
+                f"{type(model).__name__}.forward takes no `cache=` keyword: this transformers "
+                f"({transformers_version()}) predates the cache API specdec_lab is tested on; "
+                "install the transformers that pyproject.toml names"
+            )
         super().__init__(vocab_size or model.config.vocab_size)
         self.model = model
         self.device = model.device
@@ -219,14 +227,28 @@ class HFSession(_SessionBase):
                 **kwargs,
             )
             logits = out.logits[0]
+            self._check_cache(input_ids.shape[1])
         else:  # the decoder's last (normalised) hidden state, then the LM head by hand
             h = self.model.get_decoder()(
                 input_ids=input_ids, cache=self.cache, use_cache=True, **kwargs
             ).last_hidden_state[0]  # (k, d)
             self.hidden = torch.cat([self.hidden, h.float()])
+            self._check_cache(input_ids.shape[1])
             logits = output_logits(self.model, h[-logits_to_keep:])
         # Verification runs on the CPU with the caller's CPU generator: one small copy per step.
         return logits[:, : self.vocab_size].float()  # (k, V), on the model's device
+
+    def _check_cache(self, fed: int) -> None:
+        """The cache must hold what was fed: a forward that ignored it would rescore the new
+        tokens without their prefix, silently. Host integers only (tensor shapes): no sync."""
+        expected = self.cached + fed
+        if any(layer.is_sliding for layer in self.cache.layers):
+            return  # a sliding window keeps what it keeps
+        if self.cache.get_seq_length() != expected:
+            raise RuntimeError(
+                f"the KV cache holds {self.cache.get_seq_length()} positions after a forward "
+                f"that should leave {expected}: this model's forward ignored `cache=`"
+            )
 
     def crop(self, length: int) -> None:
         drop = self.cached - length
@@ -337,6 +359,10 @@ class LeanSession(_SessionBase):
             grown[: self.cached] = self._hidden[: self.cached]
             self._hidden = grown
         self._hidden[self.cached : end] = h.float()
+
+
+def transformers_version() -> str:
+    return version("transformers")
 
 
 def tree_depths(parents: list[int]) -> torch.Tensor:

@@ -134,8 +134,8 @@ def load_pair(
     (e.g. draft="draft-prose"); either one replaces that side of the registry pair `name`. With
     no name, both are needed. No name and no target: the embedded pair.
     device: default cuda, then mps, then cpu. dtype (a torch dtype or "float32", "float16",
-    "bfloat16"): default float32 on the CPU (exact greedy comparisons need it) and bfloat16 on
-    accelerators. The pair is restricted to the vocabulary both models and the tokenizer share.
+    "bfloat16"): default `env.default_dtype(device)`, float32 on the CPU (exact greedy
+    comparisons need it), bfloat16 where the device computes it natively, else float16. The pair is restricted to the vocabulary both models and the tokenizer share.
     Raises HubUnavailableError (offline), InsufficientMemoryError (does not fit), ValueError.
     """
     if name is None and target is None:
@@ -248,12 +248,10 @@ def parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
 
 
 def _device_and_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
-    """Defaults: the best device; float32 on the CPU (exact greedy checks), bfloat16 elsewhere."""
+    """Defaults: the best device, and `env.default_dtype` on it."""
     device = torch.device(device) if device is not None else env.default_device()
     dtype = parse_dtype(dtype)
-    if dtype is None:
-        dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
-    return device, dtype
+    return device, env.default_dtype(device) if dtype is None else dtype
 
 
 def _resolve_local(source: str) -> str:
