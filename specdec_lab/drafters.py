@@ -22,6 +22,7 @@ import time
 
 import torch
 
+from specdec_lab import env
 from specdec_lab.engine.sessions import Session
 from specdec_lab.sampling import SamplingConfig, draft_token
 
@@ -107,16 +108,20 @@ class ModelDrafter(Drafter):
         self.session = session
         self.vocab_size = session.vocab_size
         self.confidence_threshold = confidence_threshold
-        self.seconds = 0.0  # wall time inside `propose`: forwards and sampling
+        self.clock = env.RegionTimer(session.device)  # inside `propose`: forwards and sampling
 
     @property
     def calls(self) -> int:
         return self.session.calls
 
+    @property
+    def seconds(self) -> float:
+        return self.clock.seconds
+
     def propose(
         self, ids: torch.Tensor, gamma: int, cfg: SamplingConfig, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        t0 = time.perf_counter()
+        t0 = self.clock.start()
         tokens, q_probs = [], []
         for _ in range(gamma):
             logits = self.session.logits(ids, last=1)[-1]  # (V,) on the model's device
@@ -130,7 +135,7 @@ class ModelDrafter(Drafter):
                 confidence = logits.softmax(-1)[x] if cfg.greedy else q[x]
                 if confidence < self.confidence_threshold:
                     break
-        self.seconds += time.perf_counter() - t0
+        self.clock.stop(t0)
         return stack_proposal(tokens, q_probs, self.vocab_size, ids.device, cfg.greedy)
 
     def crop(self, length: int) -> None:

@@ -18,6 +18,7 @@ import gc
 import os
 import platform
 import random
+import time
 
 import numpy as np
 import torch
@@ -141,6 +142,43 @@ def set_cpu_threads(threads: int | None) -> int:
             raise ValueError(f"threads must be >= 1, got {threads}")
         torch.set_num_threads(threads)
     return torch.get_num_threads()
+
+
+class RegionTimer:
+    """Seconds spent inside timed regions on `device`, without waiting for it while timing.
+
+    On the CPU a region is wall time. On CUDA a region is a pair of events, and `seconds` reads
+    them after one synchronize: the clock a decoding loop keeps adds no host sync per step,
+    and its figures are the device's time, not the time it took to enqueue the kernels.
+    """
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.total = 0.0
+        self.pending: list = []  # (start, end) CUDA events not read yet
+
+    def start(self):
+        if self.device.type != "cuda":
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def stop(self, started) -> None:
+        if self.device.type != "cuda":
+            self.total += time.perf_counter() - started
+            return
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        self.pending.append((started, end))
+
+    @property
+    def seconds(self) -> float:
+        if self.pending:
+            self.pending[-1][1].synchronize()
+            self.total += sum(s.elapsed_time(e) for s, e in self.pending) / 1e3  # ms -> s
+            self.pending.clear()
+        return self.total
 
 
 def synchronize(device: torch.device | str) -> None:

@@ -23,7 +23,6 @@ Training lives in `course.head_training`; on the CPU, for a few minutes:
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from specdec_lab import env
 from specdec_lab.drafters import Drafter, stack_proposal
 from specdec_lab.engine.logits import output_logits
 from specdec_lab.engine.sessions import Session, open_session
@@ -83,6 +83,10 @@ class HeadDrafter(Drafter):
     that predicted the last accepted token.
     """
 
+    @property
+    def seconds(self) -> float:
+        return self.clock.seconds
+
     def __init__(self, head: DraftHead, target: Session) -> None:
         if not getattr(target, "keep_hidden", False):
             raise ValueError(
@@ -94,13 +98,13 @@ class HeadDrafter(Drafter):
         self.lm_head = target.model.get_output_embeddings()
         self.vocab_size = target.vocab_size
         self.calls = 0  # head forwards, one per drafted token
-        self.seconds = 0.0
+        self.clock = env.RegionTimer(target.device)
 
     @torch.inference_mode()
     def propose(
         self, ids: torch.Tensor, gamma: int, cfg: SamplingConfig, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        t0 = time.perf_counter()
+        t0 = self.clock.start()
         tokens, q_probs = [], []
         if ids.shape[0] >= 2 and self.target.hidden.shape[0] >= ids.shape[0] - 1:
             device, dtype = self.target.device, next(self.head.parameters()).dtype
@@ -116,7 +120,7 @@ class HeadDrafter(Drafter):
                 if q is not None:
                     q_probs.append(q)
                 tokens.append(x)
-        self.seconds += time.perf_counter() - t0
+        self.clock.stop(t0)
         return stack_proposal(tokens, q_probs, self.vocab_size, ids.device, cfg.greedy)
 
 

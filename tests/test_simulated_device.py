@@ -198,3 +198,31 @@ def test_the_default_dtype_is_native_to_the_device(monkeypatch) -> None:
             torch.cuda, "is_bf16_supported", lambda including_emulation, n=native: n
         )
         assert env.default_dtype("cuda") == dtype
+
+
+def test_the_loops_clock_reads_cuda_events_once_not_per_region(monkeypatch) -> None:
+    """Sessions and drafters time their forwards with `env.RegionTimer`: on CUDA, events that
+    are read after one synchronize (perf_counter without a sync measured enqueue time)."""
+    log = []
+
+    class FakeEvent:
+        def __init__(self, enable_timing: bool) -> None:
+            self.t = None
+
+        def record(self) -> None:
+            self.t = len(log)
+            log.append("record")
+
+        def synchronize(self) -> None:
+            log.append("synchronize")
+
+        def elapsed_time(self, end) -> float:  # milliseconds
+            return 1000.0 * (end.t - self.t)
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    clock = env.RegionTimer("cuda")
+    for _ in range(3):
+        clock.stop(clock.start())
+    assert "synchronize" not in log  # timing a region never waits for the device
+    assert clock.seconds == 3.0 and log.count("synchronize") == 1
+    assert clock.seconds == 3.0 and log.count("synchronize") == 1  # read once

@@ -15,13 +15,13 @@ Two runtimes run a transformers model (`open_session(model, runtime=...)`):
 from __future__ import annotations
 
 import inspect
-import time
 import warnings
 from importlib.metadata import version
 from typing import Protocol
 
 import torch
 
+from specdec_lab import env
 from specdec_lab.engine.llama import LeanLlama, lean_support
 from specdec_lab.engine.logits import output_logits
 
@@ -59,7 +59,7 @@ class _SessionBase:
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
         self.calls = 0
-        self.seconds = 0.0
+        self.clock: env.RegionTimer | None = None  # made on the first forward, on its device
         self.cached = 0  # tokens of the sequence already consumed
         self._seen = torch.empty(0, dtype=torch.long)  # the ids they came from (first `cached`)
 
@@ -101,10 +101,21 @@ class _SessionBase:
         """A tree step accepted `nodes` (root to leaf). This session dropped the tree after
         scoring it, so the accepted branch is fed again with the next forward."""
 
-    def _count(self, t0: float) -> None:
-        """Book one forward that started at `t0` (perf_counter): the session owns its timing."""
+    def _start(self):
+        """Start timing one forward (see `env.RegionTimer`): the session owns its timing."""
+        if self.clock is None:
+            self.clock = env.RegionTimer(self.device)
+        return self.clock.start()
+
+    def _count(self, started) -> None:
+        """Book one forward that `_start` began."""
         self.calls += 1
-        self.seconds += time.perf_counter() - t0
+        self.clock.stop(started)
+
+    @property
+    def seconds(self) -> float:
+        """Time inside this session's forwards (the device's time on CUDA)."""
+        return 0.0 if self.clock is None else self.clock.seconds
 
 
 class MockSession(_SessionBase):
@@ -116,7 +127,7 @@ class MockSession(_SessionBase):
 
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
         self._new_tokens(ids)
-        t0 = time.perf_counter()
+        t0 = self._start()
         first = ids.shape[0] - last if last else self.cached
         out = self.model.logits(ids)[first:, : self.vocab_size]  # (L - cached or last, V)
         self._count(t0)
@@ -133,7 +144,7 @@ class MockSession(_SessionBase):
         scores the token after `ids`, row 1 + i the token after node i's path. One "forward".
         """
         self._tree_tail(ids)
-        t0 = time.perf_counter()
+        t0 = self._start()
         length, n = ids.shape[0], len(parents)
         rows = torch.empty(1 + n, self.vocab_size)
         leaves = sorted(set(range(n)) - set(parents)) or [-1]  # -1: no tree, only the root
@@ -179,7 +190,7 @@ class HFSession(_SessionBase):
         """Scores for the unseen positions of `ids`, or only for the `last` of them (a prefill
         then never materialises the prompt's L x V logits)."""
         new = self._new_tokens(ids).to(self.device)  # (k,)
-        t0 = time.perf_counter()
+        t0 = self._start()
         out = self._forward(new[None], logits_to_keep=last or 0)  # (k or last, V)
         self._count(t0)
         self.cached = ids.shape[0]
@@ -204,7 +215,7 @@ class HFSession(_SessionBase):
         dtype = self.model.dtype
         mask = torch.zeros(allowed.shape, dtype=dtype)
         mask.masked_fill_(~allowed, torch.finfo(dtype).min)  # additive: works for eager and SDPA
-        t0 = time.perf_counter()
+        t0 = self._start()
         out = self._forward(
             torch.cat([tail.to(self.device), tree_tokens.long().to(self.device)])[None],
             attention_mask=mask[None, None].to(self.device),  # (1, 1, t + N, past + t + N)
@@ -293,7 +304,7 @@ class LeanSession(_SessionBase):
         """Scores for the unseen positions of `ids`, or only for the `last` of them."""
         new = self._new_tokens(ids).to(self.device)  # (k,)
         self._drop_tree()
-        t0 = time.perf_counter()
+        t0 = self._start()
         h = self.lean.forward(new, self.cache)  # (k, d)
         if self.keep_hidden:
             self._keep_hidden(h)
@@ -320,7 +331,7 @@ class LeanSession(_SessionBase):
         positions = torch.cat([torch.arange(past, prefix), prefix - 1 + depth])  # (t + n - fed,)
         allowed = torch.ones(t + n - fed, prefix + n, dtype=torch.bool).tril(past)  # causal
         allowed[t:, prefix:] = tree_ancestry(parents)[fed:]  # node i sees its ancestors only
-        t0 = time.perf_counter()
+        t0 = self._start()
         h = self.lean.forward(
             torch.cat([tail.to(self.device), tree_tokens[fed:].long().to(self.device)]),
             self.cache,
