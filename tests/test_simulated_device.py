@@ -3,12 +3,15 @@ generator draws them, and how often the host waits for the device."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from simulated_device import DEVICE, DeviceTensor, Simulation
 
 from specdec_lab import decoding, drafters, env, heads, tree
 from specdec_lab.engine import sessions
+from specdec_lab.measure import bench
 from specdec_lab.models import load_pair, save_tiny_pair
 
 PROMPT = torch.tensor([1, 5, 7, 9, 5, 7])
@@ -226,3 +229,14 @@ def test_the_loops_clock_reads_cuda_events_once_not_per_region(monkeypatch) -> N
     assert "synchronize" not in log  # timing a region never waits for the device
     assert clock.seconds == 3.0 and log.count("synchronize") == 1
     assert clock.seconds == 3.0 and log.count("synchronize") == 1  # read once
+
+
+def test_the_bench_runs_on_the_device(pair, sim) -> None:
+    pair.device = DEVICE  # the pair's models were moved by the fixture
+    cfg = dataclasses.replace(bench.QUICK, hf=True)
+    rows, costs = bench.run_bench(pair, [torch.tensor([1, 2, 3, 4])], cfg, progress=False)
+    methods = {r.method for r in rows}
+    assert {"autoregressive (ours, lean)", "speculative γ=3 (ours, hf)"} <= methods
+    assert any(m.startswith("tree ") for m in methods) and "HF generate (greedy)" in methods
+    assert all(r.mismatches == 0 for r in rows if r.temperature == 0)  # float32: exact
+    assert set(costs) == {"lean", "hf"}
