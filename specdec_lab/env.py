@@ -99,14 +99,17 @@ def stand_ins(device: torch.device | str | None = None) -> bool:
 def free_memory(device: torch.device | str) -> int | None:
     """Bytes that can still be allocated on `device`; None when unknown.
 
-    CUDA: `torch.cuda.mem_get_info`; MPS: the recommended maximum minus what the driver holds;
-    CPU: MemAvailable from /proc/meminfo. `SPECDEC_LAB_FREE_MEMORY_GIB` overrides all three.
+    CUDA: `torch.cuda.mem_get_info`, plus the blocks PyTorch's caching allocator holds but no
+    tensor uses (free for the next model, though the driver counts them as taken); MPS: the
+    recommended maximum minus what the driver holds; CPU: MemAvailable from /proc/meminfo.
+    `SPECDEC_LAB_FREE_MEMORY_GIB` overrides all three.
     """
     if os.environ.get(FREE_MEMORY_GIB):
         return int(float(os.environ[FREE_MEMORY_GIB]) * 2**30)
     device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return torch.cuda.mem_get_info(device)[0] + cached
     if device.type == "mps":
         return torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory()
     try:

@@ -12,7 +12,7 @@ from simulated_device import DEVICE, DeviceTensor, Simulation
 from specdec_lab import decoding, drafters, env, heads, tree
 from specdec_lab.engine import sessions
 from specdec_lab.measure import bench
-from specdec_lab.models import load_pair, save_tiny_pair
+from specdec_lab.models import InsufficientMemoryError, load_pair, pairs, save_tiny_pair
 
 PROMPT = torch.tensor([1, 5, 7, 9, 5, 7])
 SAMPLED = {"temperature": 1.0, "top_k": 50, "top_p": 0.9}
@@ -240,3 +240,18 @@ def test_the_bench_runs_on_the_device(pair, sim) -> None:
     assert any(m.startswith("tree ") for m in methods) and "HF generate (greedy)" in methods
     assert all(r.mismatches == 0 for r in rows if r.temperature == 0)  # float32: exact
     assert set(costs) == {"lean", "hf"}
+
+
+def test_the_memory_guard_counts_cached_blocks_and_checks_host_memory(
+    pair_dirs, monkeypatch
+) -> None:
+    monkeypatch.delenv(env.FREE_MEMORY_GIB, raising=False)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (2 * 2**30, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: 5 * 2**30)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 1 * 2**30)
+    assert env.free_memory("cuda") == 6 * 2**30  # the driver's free + the allocator's cached
+    # Room on the device, not in host memory, which each model passes through while loading.
+    monkeypatch.setattr(pairs, "model_bytes", lambda config, dtype: 2**30)
+    monkeypatch.setattr(env, "free_memory", lambda d: 2**40 if str(d) == "cuda" else 2**20)
+    with pytest.raises(InsufficientMemoryError, match="loaded through host memory"):
+        load_pair(target=str(pair_dirs[0]), draft=str(pair_dirs[1]), device="cuda", dtype="float16")

@@ -162,8 +162,11 @@ def load_pair(
         draft_src = str(stand_in[1]) if not Path(draft_src).is_dir() else draft_src
         note = f"tiny random {PAIRS[name].family} stand-in, {env.FORCE_GPU_PATHS} dry run"
     if env.gpu_paths(device):
-        needed = sum(model_bytes(_load("config", s), dtype) for s in (target_src, draft_src))
-        check_fits(needed, device, f"pair {name!r} in {str(dtype).removeprefix('torch.')}")
+        sizes = [model_bytes(_load("config", s), dtype) for s in (target_src, draft_src)]
+        what = f"pair {name!r} in {str(dtype).removeprefix('torch.')}"
+        check_fits(sum(sizes), device, what)
+        if device.type != "cpu":  # each model is read into host memory before it moves
+            check_fits(max(sizes), "cpu", f"{what}, loaded through host memory")
 
     tokenizer = _load("tokenizer", target_src)
     target_model = draft_model = None
