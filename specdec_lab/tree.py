@@ -260,7 +260,7 @@ def tree_speculative_generate(
 
     `branching` gives the tree shape per level (its length is the depth γ). `draft` is a mock or
     transformers model (a `Session` for it is opened here). `verify_siblings` and `siblings`
-    swap the multi-draft rule and the sibling sampler, for teaching only (`specdec_lab.broken`).
+    swap the multi-draft rule and the sibling sampler, for teaching only (`specdec_lab.proof.broken`).
     The output is distributed exactly as autoregressive sampling from the target.
     """
     cfg = SamplingConfig(temperature, top_k, top_p)

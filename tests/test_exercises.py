@@ -325,7 +325,7 @@ def test_workshop_is_regenerated_from_the_notebooks(tmp_path) -> None:
 def test_every_exercise_has_a_check_cell(name: str) -> None:
     """Each exercise heading with a solution region is followed, before the next heading, by a
     cell tagged `exercise-check` whose messages name the exercise, or that calls the exercise's
-    check function in `specdec_lab.checks`."""
+    check function in `specdec_lab.course.checks`."""
     current, regions, checks = None, {}, {}
     for cell in nbformat.read(NOTEBOOKS / name, 4).cells:
         current = (exercises.headings(cell) or [current])[-1]

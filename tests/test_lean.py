@@ -1,4 +1,4 @@
-"""The lean runtime (`specdec_lab.llama`, `sessions.LeanSession`) against transformers' own forward.
+"""The lean runtime (`specdec_lab.engine.llama`, `sessions.LeanSession`) against transformers' own forward.
 
 Tiny random models of each covered family (Llama with grouped-query attention and tied
 embeddings, SmolLM2-shaped Llama, Qwen2 with q/k/v biases and an untied head, Mistral without a

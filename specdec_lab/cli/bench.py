@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vocab-cost",
         action="store_true",
-        help="only print the loop's own cost per step at V = 151,936 (specdec_lab.vocab_cost)",
+        help="only print the loop's own cost per step at V = 151,936 (specdec_lab.measure.vocab_cost)",
     )
     parser.add_argument(
         "--markdown",

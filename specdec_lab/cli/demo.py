@@ -5,7 +5,7 @@ kept), the target's correction after a rejection in blue, and bonus tokens (ever
 accepted, one token for free) in purple: the palette of the notebooks' traces. Each run (sampled
 at T = 0.7, then greedy, by default; the embedded target's greedy text loops, and the demo says
 so) is followed by the same prompt decoded autoregressively, and the two are compared. The first
-line names the runtime that ran the models (lean or hf, see `specdec_lab.lm`). Both decoders are warmed up first, so neither pays for first-call
+line names the runtime that ran the models (lean or hf, see `specdec_lab.engine.sessions`). Both decoders are warmed up first, so neither pays for first-call
 costs (kernel selection, allocator growth) that would skew the speedup on a GPU.
 """
 

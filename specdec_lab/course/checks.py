@@ -3,7 +3,7 @@
 A check cell of a course notebook is a line or two, e.g. ``checks.exercise_1_2(my_residual)``.
 Each function here runs the learner's answer on cases chosen so that plausible wrong answers fail,
 and raises ``AssertionError("Exercise N: <what is wrong>")`` with one sentence saying what is wrong
-(`specdec_lab.exercises` and tests/wrong_answers/ test exactly that). It prints
+(`specdec_lab.course.exercises` and tests/wrong_answers/ test exactly that). It prints
 ``Exercise N: correct!`` when the answer passes.
 
 Three rules hold for every check:

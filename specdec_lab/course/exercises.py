@@ -20,9 +20,9 @@ A course notebook in `notebooks/` marks an exercise like this:
 the region's indentation and strips all outputs. `generate` writes the student version of every
 notebook that has a region to `workshop/`. From the repository root::
 
-    python -m specdec_lab.exercises           # regenerate workshop/ (this resets student edits)
-    python -m specdec_lab.exercises --check   # exit 1 if workshop/ is not what it would generate
-    python -m specdec_lab.exercises --list    # the exercise table, in markdown
+    python -m specdec_lab workshop           # regenerate workshop/ (this resets student edits)
+    python -m specdec_lab workshop --check   # exit 1 if workshop/ is not what it would generate
+    python -m specdec_lab workshop --list    # the exercise table, in markdown
 
 Testing the checks (tests/test_exercises.py runs this for every student notebook)
 ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Train the course's own target and draft models on the stdlib corpus (`specdec_lab.corpus`).
+"""Train the course's own target and draft models on the stdlib corpus (`specdec_lab.course.corpus`).
 
 Everything the course runs on is produced here, on a laptop CPU, without a model hub:
 

@@ -7,7 +7,7 @@ in one forward, and `crop(n)` rolls the cache back after a rejection. The decodi
 
 Two runtimes run a transformers model (`open_session(model, runtime=...)`):
 
-- "lean" (`LeanSession`): our own forward for the Llama family (`specdec_lab.llama`), with a
+- "lean" (`LeanSession`): our own forward for the Llama family (`specdec_lab.engine.llama`), with a
   preallocated KV cache; rollback moves a pointer. The default wherever it covers the model.
 - "hf" (`HFSession`): transformers' own forward and `DynamicCache`. Every family; the fallback.
 """
@@ -270,7 +270,7 @@ class HFSession(_SessionBase):
 
 
 class LeanSession(_SessionBase):
-    """A Llama-family model run by our own lean forward (`specdec_lab.llama`).
+    """A Llama-family model run by our own lean forward (`specdec_lab.engine.llama`).
 
     Same interface as `HFSession`; the KV cache is preallocated, so `crop` moves a pointer.
     A token tree's entries stay in the cache: `keep_branch` keeps the accepted branch's keys and
@@ -427,7 +427,7 @@ def open_session(
     """Wrap `model` in the right session type. `vocab_size` restricts the scored vocabulary.
 
     runtime: "auto" runs a transformers model with our lean forward where it covers the model
-    (`specdec_lab.llama.lean_support`) and with transformers' own forward elsewhere; "lean"
+    (`specdec_lab.engine.llama.lean_support`) and with transformers' own forward elsewhere; "lean"
     insists (ValueError naming the family if not covered); "hf" keeps transformers' eager path.
     A session passed in is returned as it is (e.g. one shared with a draft head).
     """

@@ -2,7 +2,7 @@
 
 Everything is measured side by side in one run, on the same pair and prompts, and quoted as the
 fastest of its repeats (a repeat can only be slowed down by other load, see `measure.timing`):
-for each runtime (our lean forward and transformers' eager forward, see `specdec_lab.lm`), our
+for each runtime (our lean forward and transformers' eager forward, see `specdec_lab.engine.sessions`), our
 autoregressive decoding and speculative decoding at every γ, greedy and sampled (T = 0.7 and
 1.0, seeded per prompt, every γ, so each temperature has its own best γ); then transformers' own
 generate and assisted generation, and the other drafting methods on the default runtime. Next to
@@ -643,7 +643,7 @@ FOOTNOTE = [
     "cost. Speedups are over our autoregressive decoding on the first runtime at the same",
     "temperature. repeated 4-grams: median over outputs of the fraction of 4-grams that repeat",
     "an earlier one. differ: greedy outputs (prompts x repeats) not equal to autoregressive",
-    "decoding's. lean = our forward with a preallocated KV cache (specdec_lab.llama); hf =",
+    "decoding's. lean = our forward with a preallocated KV cache (engine.llama); hf =",
     "transformers' eager forward with a DynamicCache.",
 ]
 

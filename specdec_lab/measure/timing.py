@@ -257,7 +257,7 @@ def runtime_sweep(
     through each runtime's session: {runtime: [t(k) for k in ks]}.
 
     Same weights, same arithmetic: what differs between "hf" (transformers' eager forward) and
-    "lean" (`specdec_lab.llama`) is per-call overhead, the third regime next to memory bandwidth
+    "lean" (`specdec_lab.engine.llama`) is per-call overhead, the third regime next to memory bandwidth
     and compute (notebook 05). Rounds interleave runtimes and ks, so a burst of background load
     lands on all of them; the minimum is the least disturbed run. `clock` is as in `timer`.
     """
