@@ -17,18 +17,17 @@ happened instead of ending the run. The dry run takes every GPU branch at smoke 
 from __future__ import annotations
 
 import argparse
-import inspect
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 
 import torch
-import transformers
 from tqdm.auto import tqdm
 from transformers import LlamaForCausalLM
 
 from specdec_lab import data, env, models, theory
+from specdec_lab.engine import sessions
 from specdec_lab.measure import profiling, records
 
 RESULTS = data.RESULTS_DIR
@@ -169,16 +168,6 @@ def run_notebooks(
     return out
 
 
-def version_problem() -> str | None:
-    """One sentence if this machine's transformers cannot run the package, else None."""
-    if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters:
-        return None
-    return (
-        f"transformers {transformers.__version__} is too old: its forward takes no `cache=` "
-        "keyword; carry the wheel pyproject.toml names (transformers is pure Python)"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes (CPU dry run)")
@@ -186,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         "--notebooks", nargs="*", default=None, help="notebooks to run (default: all; none: skip)"
     )
     args = parser.parse_args(argv)
-    if (problem := version_problem()) is not None:
+    if (problem := sessions.cache_api_problem(LlamaForCausalLM.forward)) is not None:
         print(problem, file=sys.stderr)
         return 2
     device = env.default_device()

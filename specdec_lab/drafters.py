@@ -7,7 +7,7 @@ Every drafter is a `Drafter`: `propose(ids, gamma, cfg, generator) -> (tokens (�
 plus `crop`, `reserve`, `update` and the `calls` / `seconds` counters the statistics read.
 
 - `ModelDrafter`: a small model, run autoregressively on top of its own KV cache;
-- `HeuristicGamma`: transformers' adaptive draft length, around any drafter;
+- `HeuristicGamma`: transformers' adaptive draft length, around any drafter (a `Wrapper`);
 - `PromptLookupDrafter`: an n-gram table over the sequence itself (no model);
 - `LookupThenModel`: prompt lookup first, the draft model when it finds nothing.
 
@@ -82,6 +82,32 @@ class _Completed(Drafter):
             self.inner.crop(length)
 
 
+class Wrapper(Drafter):
+    """A drafter around another one (`self.drafter`): its counts, its rollback and its
+    preallocation are the inner drafter's; a subclass changes what it proposes."""
+
+    def __init__(self, drafter) -> None:
+        self.drafter = as_drafter(drafter)
+        self.vocab_size = self.drafter.vocab_size
+
+    @property
+    def calls(self) -> int:
+        return self.drafter.calls
+
+    @property
+    def seconds(self) -> float:
+        return self.drafter.seconds
+
+    def propose(self, ids, gamma, cfg, generator):
+        return self.drafter.propose(ids, gamma, cfg, generator)
+
+    def crop(self, length: int) -> None:
+        self.drafter.crop(length)
+
+    def reserve(self, positions: int) -> None:
+        self.drafter.reserve(positions)
+
+
 def as_drafter(obj) -> Drafter:
     """`obj` as a `Drafter`: a Drafter as it is, any other object with `propose` completed."""
     if isinstance(obj, Drafter):
@@ -145,7 +171,7 @@ class ModelDrafter(Drafter):
         self.session.reserve(positions)
 
 
-class HeuristicGamma(Drafter):
+class HeuristicGamma(Wrapper):
     """transformers' `num_assistant_tokens_schedule="heuristic"`, wrapped around any drafter.
 
     After each step: "When all speculative tokens are correct, increase `num_assistant_tokens` by
@@ -162,16 +188,9 @@ class HeuristicGamma(Drafter):
     def __init__(self, drafter: Drafter, initial: int = 4) -> None:
         if not isinstance(initial, int) or initial < 1:
             raise ValueError(f"initial draft length must be a positive integer, got {initial!r}")
-        self.drafter, self.initial, self.gamma = as_drafter(drafter), initial, initial
-        self.vocab_size = self.drafter.vocab_size
-
-    @property
-    def calls(self) -> int:
-        return self.drafter.calls
-
-    @property
-    def seconds(self) -> float:
-        return self.drafter.seconds
+        super().__init__(drafter)
+        # Like transformers' "heuristic", γ persists across calls (crop keeps it).
+        self.initial = self.gamma = initial
 
     def propose(self, ids, gamma, cfg, generator):
         return self.drafter.propose(ids, min(gamma, self.gamma), cfg, generator)
@@ -180,12 +199,6 @@ class HeuristicGamma(Drafter):
         if not drafted:
             return  # nothing drafted, nothing learned (transformers would add 2 here)
         self.gamma = self.gamma + 2 if accepted == drafted else max(1, self.gamma - 1)
-
-    def crop(self, length: int) -> None:
-        self.drafter.crop(length)  # like transformers' "heuristic", γ persists across calls
-
-    def reserve(self, positions: int) -> None:
-        self.drafter.reserve(positions)
 
 
 class PromptLookupDrafter(Drafter):
@@ -248,7 +261,7 @@ def transformers_lookup(ids: list[int], gamma: int, max_ngram: int) -> list[int]
     return candidates[0, len(ids) :].tolist()
 
 
-class LookupThenModel(Drafter):
+class LookupThenModel(Wrapper):
     """Prompt lookup first, a draft model when it finds nothing.
 
     A step whose last `min_ngram`+ tokens occurred earlier in the sequence copies what followed
@@ -259,19 +272,14 @@ class LookupThenModel(Drafter):
     """
 
     def __init__(self, model, lookup: PromptLookupDrafter | None = None, min_ngram: int = 2):
-        self.model = as_drafter(model)  # a ModelDrafter (or any Drafter)
-        self.vocab_size = model.vocab_size
-        self.lookup = lookup or PromptLookupDrafter(model.vocab_size)
+        super().__init__(model)  # a ModelDrafter (or any Drafter)
+        self.lookup = lookup or PromptLookupDrafter(self.vocab_size)
         self.min_ngram = min_ngram
         self.copied = 0  # steps drafted by lookup
 
     @property
-    def calls(self) -> int:
-        return self.model.calls
-
-    @property
     def seconds(self) -> float:
-        return self.lookup.seconds + self.model.seconds
+        return self.lookup.seconds + self.drafter.seconds
 
     def propose(self, ids, gamma, cfg, generator):
         t0 = time.perf_counter()
@@ -280,13 +288,7 @@ class LookupThenModel(Drafter):
         if copy.numel():
             self.copied += 1
             return copy, one_hot(copy, self.vocab_size)
-        return self.model.propose(ids, gamma, cfg, generator)
-
-    def crop(self, length: int) -> None:
-        self.model.crop(length)
-
-    def reserve(self, positions: int) -> None:
-        self.model.reserve(positions)
+        return self.drafter.propose(ids, gamma, cfg, generator)
 
 
 def one_hot(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:

@@ -193,10 +193,6 @@ class Simulation:
         generator.manual_seed(seed)
         return generator
 
-    def tensor(self, values) -> DeviceTensor:
-        """Values put on the device outside any counted region (test setup)."""
-        return DeviceTensor(torch.as_tensor(values))
-
     def to_device(self, module: torch.nn.Module) -> torch.nn.Module:
         """Move `module`'s parameters and buffers to the stand-in device (tied weights stay
         tied). Returns the module."""
@@ -216,7 +212,7 @@ class Simulation:
     def active(self) -> Iterator[Simulation]:
         Simulation.current = self
         real_tensor = torch.tensor
-        real_generator = getattr(env, "generator", None)  # (absent before the fixes)
+        real_generator = env.generator
         mode = torch.autograd.grad_mode.inference_mode
         real_enter, real_exit = mode.__enter__, mode.__exit__
 

@@ -110,7 +110,7 @@ def test_a_transformers_without_the_cache_api_is_refused_in_one_sentence(
 ) -> None:
     def old_forward(self, input_ids=None, past_key_values=None, **kwargs): ...
 
-    assert gpu_check.version_problem() is None
+    assert gpu_check.sessions.cache_api_problem(gpu_check.LlamaForCausalLM.forward) is None
     monkeypatch.setattr(gpu_check.LlamaForCausalLM, "forward", old_forward)
     assert gpu_check.main(["--smoke"]) == 2
     err = capsys.readouterr().err.strip()

@@ -33,7 +33,7 @@ class Session(Protocol):
     device: torch.device  # where the model computes and the sequence lives
     runtime: str  # "lean", "hf" or "mock"
     calls: int  # forward passes so far
-    seconds: float  # wall time inside those forwards
+    seconds: float  # time inside those forwards (the device's own, see env.RegionTimer)
 
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
         """Next-token scores for the positions of `ids` (L,) not seen yet: (L - cached, V), or
@@ -169,12 +169,8 @@ class HFSession(_SessionBase):
     def __init__(self, model, vocab_size: int | None = None, keep_hidden: bool = False) -> None:
         from transformers import DynamicCache  # lazy: mock-only notebooks never import transformers
 
-        if "cache" not in inspect.signature(model.forward).parameters:
-            raise RuntimeError(
-                f"{type(model).__name__}.forward takes no `cache=` keyword: this transformers "
-                f"({transformers_version()}) predates the cache API specdec_lab is tested on; "
-                "install the transformers that pyproject.toml names"
-            )
+        if (problem := cache_api_problem(model.forward)) is not None:
+            raise RuntimeError(problem)
         super().__init__(vocab_size or model.config.vocab_size)
         self.model = model
         self.device = model.device
@@ -246,15 +242,14 @@ class HFSession(_SessionBase):
             self.hidden = torch.cat([self.hidden, h.float()])
             self._check_cache(input_ids.shape[1])
             logits = output_logits(self.model, h[-logits_to_keep:])
-        # Verification runs on the CPU with the caller's CPU generator: one small copy per step.
         return logits[:, : self.vocab_size].float()  # (k, V), on the model's device
 
     def _check_cache(self, fed: int) -> None:
         """The cache must hold what was fed: a forward that ignored it would rescore the new
         tokens without their prefix, silently. Host integers only (tensor shapes): no sync."""
-        expected = self.cached + fed
         if any(layer.is_sliding for layer in self.cache.layers):
             return  # a sliding window keeps what it keeps
+        expected = self.cached + fed
         if self.cache.get_seq_length() != expected:
             raise RuntimeError(
                 f"the KV cache holds {self.cache.get_seq_length()} positions after a forward "
@@ -372,8 +367,16 @@ class LeanSession(_SessionBase):
         self._hidden[self.cached : end] = h.float()
 
 
-def transformers_version() -> str:
-    return version("transformers")
+def cache_api_problem(forward) -> str | None:
+    """One sentence if a transformers `forward` lacks the `cache=` keyword the sessions pass
+    (transformers before the cache API specdec_lab is tested on), else None."""
+    if "cache" in inspect.signature(forward).parameters:
+        return None
+    return (
+        f"{forward.__qualname__} takes no `cache=` keyword: this transformers "
+        f"({version('transformers')}) predates the cache API specdec_lab is tested on; install "
+        "the transformers that pyproject.toml names (it is pure Python: a wheel can be carried)"
+    )
 
 
 def tree_depths(parents: list[int]) -> torch.Tensor:
