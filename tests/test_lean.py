@@ -379,3 +379,18 @@ def test_the_hf_session_refuses_a_forward_without_the_cache_api() -> None:
     session = sessions.HFSession(model)
     with pytest.raises(RuntimeError, match="ignored `cache=`"):
         session.logits(_ids(6))
+
+
+def test_each_new_model_hears_its_fallback_warning() -> None:
+    """The once-per-model announcement forgets a model when it is collected. It used to remember
+    `id(model)`: the next model, allocated at the freed address, was never warned (CI, stop 26)."""
+    import gc
+
+    for _ in range(3):
+        model = _model(CONFIGS["llama-gqa-tied"])
+        model.model.norm.register_forward_pre_hook(lambda mod, inp: inp)
+        with pytest.warns(UserWarning, match="running it with transformers"):
+            sessions.open_session(model)
+        del model
+        gc.collect()
+    assert len(sessions._WARNED) == 0

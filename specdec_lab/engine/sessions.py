@@ -15,6 +15,7 @@ Two runtimes run a transformers model (`open_session(model, runtime=...)`):
 from __future__ import annotations
 
 import inspect
+import weakref
 import warnings
 from importlib.metadata import version
 from typing import Protocol
@@ -461,14 +462,16 @@ def _hf_session_class(model, runtime: str) -> type:
     if runtime == "lean" and why is not None:
         raise ValueError(f"runtime='lean': {why}; use runtime='hf' (or 'auto') for this model")
     if runtime == "hf" or why is not None:
-        if why is not None and " model not covered: " in why and id(model) not in _WARNED:
-            _WARNED.add(id(model))  # a covered family with a config the lean forward lacks
+        if why is not None and " model not covered: " in why and model not in _WARNED:
+            _WARNED.add(model)  # a covered family with a config the lean forward lacks
             warnings.warn(f"{why}: running it with transformers' forward", stacklevel=3)
         return HFSession
     return LeanSession
 
 
-_WARNED: set[int] = set()  # models whose fallback was announced (once each)
+# Models whose fallback was announced (once each). Weak references, not ids: a collected model's
+# id is reused by the next one, which then never heard its warning.
+_WARNED: weakref.WeakSet = weakref.WeakSet()
 
 
 def _is_hf(model) -> bool:
