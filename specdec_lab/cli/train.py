@@ -54,6 +54,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="start from this checkpoint's weights instead of a fresh init (continue training)",
     )
     ap.add_argument(
+        "--embed-init",
+        choices=["random", "svd"],
+        default="random",
+        help="svd: start the embedding as the teacher's, projected to this width (same vocab)",
+    )
+    ap.add_argument(
         "--eval-only",
         action="store_true",
         help="do not train: re-measure the model already in --out (loss, latency, alpha)",
@@ -113,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
             model = train.load_checkpoint(args.init_from).float().train()
         else:
             model = profiling.build_model(train.model_config(preset, tokenizer), seed=args.seed)
+            if args.embed_init == "svd":
+                if teacher is None:
+                    raise SystemExit("--embed-init svd needs --distill-from (the teacher)")
+                train.spectral_embedding_init(model, teacher)
         n_params = sum(p.numel() for p in model.parameters())
         print(f"{args.model}: {n_params / 1e6:.2f}M params, {len(train_tokens) / 1e6:.2f}M tokens")
         result = train.train_model(
@@ -131,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             "params": n_params,
             "distilled_from": str(args.distill_from) if args.distill_from else None,
             "init_from": str(args.init_from) if args.init_from else None,
+            "embed_init": args.embed_init,
             "train_tokens_available": len(train_tokens),
             **result,
             "command": "python -m specdec_lab train "

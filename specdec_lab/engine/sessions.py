@@ -15,8 +15,8 @@ Two runtimes run a transformers model (`open_session(model, runtime=...)`):
 from __future__ import annotations
 
 import inspect
-import weakref
 import warnings
+import weakref
 from importlib.metadata import version
 from typing import Protocol
 
