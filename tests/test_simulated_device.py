@@ -242,16 +242,28 @@ def test_the_bench_runs_on_the_device(pair, sim) -> None:
     assert set(costs) == {"lean", "hf"}
 
 
-def test_the_memory_guard_counts_cached_blocks_and_checks_host_memory(
-    pair_dirs, monkeypatch
-) -> None:
+def test_the_memory_guard_counts_cached_blocks(monkeypatch) -> None:
     monkeypatch.delenv(env.FREE_MEMORY_GIB, raising=False)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (2 * 2**30, 80 * 2**30))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device: 5 * 2**30)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device: 1 * 2**30)
     assert env.free_memory("cuda") == 6 * 2**30  # the driver's free + the allocator's cached
-    # Room on the device, not in host memory, which each model passes through while loading.
-    monkeypatch.setattr(pairs, "model_bytes", lambda config, dtype: 2**30)
-    monkeypatch.setattr(env, "free_memory", lambda d: 2**40 if str(d) == "cuda" else 2**20)
-    with pytest.raises(InsufficientMemoryError, match="loaded through host memory"):
-        load_pair(target=str(pair_dirs[0]), draft=str(pair_dirs[1]), device="cuda", dtype="float16")
+
+
+def test_weights_load_straight_onto_an_accelerator(monkeypatch) -> None:
+    """On an accelerator the weights go through `device_map` (never the whole model in host
+    memory, then `.to`); on the CPU, plainly."""
+    calls = []
+
+    class Loaded(torch.nn.Module):
+        def to(self, *args, **kwargs):
+            raise AssertionError("the model was copied to the device after loading")
+
+    def fake_load(kind, source, **kwargs):
+        calls.append(kwargs)
+        return Loaded()
+
+    monkeypatch.setattr(pairs, "_load", fake_load)
+    pairs._load_model("somewhere", torch.device("cuda", 0), torch.float16)
+    pairs._load_model("somewhere", torch.device("cpu"), torch.float32)
+    assert calls == [{"dtype": torch.float16, "device_map": "cuda:0"}, {"dtype": torch.float32}]

@@ -2,11 +2,15 @@
 
 Accepted draft tokens are printed in green, the rejected draft struck through in red (it is not
 kept), the target's correction after a rejection in blue, and bonus tokens (every draft
-accepted, one token for free) in purple: the palette of the notebooks' traces. Each run (sampled
-at T = 0.7, then greedy, by default; the embedded target's greedy text loops, and the demo says
-so) is followed by the same prompt decoded autoregressively, and the two are compared. The first
-line names the runtime that ran the models (lean or hf, see `specdec_lab.engine.sessions`). Both decoders are warmed up first, so neither pays for first-call
-costs (kernel selection, allocator growth) that would skew the speedup on a GPU.
+accepted, one token for free) in purple: the palette of the notebooks' traces.
+
+The default pair is SmolLM2-135M-Instruct with the draft distilled from it here, where
+`make smollm2` has cached it: a pretrained model that writes real code. Without it, the
+embedded pair (whose greedy text loops, and the demo says so). Each run (sampled at T = 0.7
+first, then greedy, by default) is followed by the same prompt decoded autoregressively, and the
+two are compared. The first line names the runtime that ran the models (lean or hf, see
+`specdec_lab.engine.sessions`). Both decoders are warmed up first, so neither pays for
+first-call costs (kernel selection, allocator growth) that would skew the speedup on a GPU.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from specdec_lab.decoding import Step
 from specdec_lab.engine import sessions
 from specdec_lab.env import default_device, device_info, set_cpu_threads
 from specdec_lab.inputs import check_positions
-from specdec_lab.models import DTYPES, load_pair
+from specdec_lab.models import DTYPES, load_pair, smollm2
 from specdec_lab.proof import mock
 
 DIM, RESET = "\033[2m", "\033[0m"
@@ -65,9 +69,18 @@ def _mock_setup():
     return target, draft, decode, torch.tensor([0, 1]), None, "mock models (26 letters)"
 
 
+def default_pair() -> str:
+    """SmolLM2 and its draft where both are here (real text), else the embedded pair."""
+    if smollm2.is_cached() and (MODELS_DIR / "smollm2-draft" / "config.json").exists():
+        return "smollm2-local"
+    return "embedded"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specdec_lab demo", description=__doc__)
-    parser.add_argument("--pair", default=None, help="pair name (default: embedded; or mock)")
+    parser.add_argument(
+        "--pair", default=None, help="pair name (default: smollm2-local, else embedded; or mock)"
+    )
     parser.add_argument("--target", default=None, help="target: a hub id or a directory")
     parser.add_argument("--draft", default=None, help="draft: a hub id or a directory")
     parser.add_argument("--dtype", default=None, choices=sorted(DTYPES))
@@ -108,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     if use_mock:
         target, draft, decode, ids, vocab_size, label = _mock_setup()
     else:
+        if args.pair is None and args.target is None:
+            args.pair = default_pair()
+            if args.pair == "embedded":
+                print(
+                    f"(for a pretrained model that writes real code, run `{smollm2.FETCH_COMMAND}`)"
+                )
         pair = load_pair(
             args.pair, default_device(), args.dtype, target=args.target, draft=args.draft
         )
@@ -171,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     for temperature in args.temperatures:
         kind = "greedy" if temperature == 0 else f"sampled at T = {temperature:g}"
         print(f"\n--- {kind}, γ = {args.gamma} ---")
-        if temperature == 0 and not use_mock and args.pair in (None, "embedded"):
+        if temperature == 0 and not use_mock and args.pair == "embedded":
             print(display.greedy_loop_note())
         sys.stdout.write(decode(ids))
         out = spec(temperature, args.max_new_tokens, _Streamer(decode, ids.tolist(), color))

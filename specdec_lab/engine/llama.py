@@ -63,7 +63,7 @@ def _modified(model) -> str | None:
     quantization = getattr(model, "hf_quantizer", None) or getattr(
         model.config, "quantization_config", None
     )
-    if quantization is not None and not _dequantised(quantization):
+    if quantization is not None and not _dequantised(model, quantization):
         return "its weights are quantised"
     if torch.nn.modules.module._global_forward_hooks or (
         torch.nn.modules.module._global_forward_pre_hooks
@@ -77,13 +77,20 @@ def _modified(model) -> str | None:
     return None
 
 
-def _dequantised(quantization) -> bool:
-    """A GGUF checkpoint that transformers dequantised to float weights on load."""
+def _dequantised(model, quantization) -> bool:
+    """A GGUF checkpoint whose weights transformers unpacked to plain float tensors on load.
+
+    Its quantiser stays attached, with flags that differ across versions and families
+    (transformers 5.24 leaves `dequantize` False on its llama path, which unpacks every weight),
+    so the weights themselves decide."""
     config = getattr(quantization, "quantization_config", quantization)
     fields = config if isinstance(config, dict) else vars(config)
     method = fields.get("quant_method")
     method = getattr(method, "value", method)  # transformers' QuantizationMethod enum
-    return method == "gguf" and bool(fields.get("dequantize", True))
+    plain = (torch.Tensor, torch.nn.Parameter)
+    return method == "gguf" and all(
+        type(p) in plain and p.is_floating_point() for p in model.parameters()
+    )
 
 
 def _rope_type(config) -> str:

