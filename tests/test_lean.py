@@ -355,10 +355,15 @@ def test_a_modified_model_never_runs_on_the_lean_forward(kind) -> None:
     assert torch.allclose(session.logits(ids), reference, atol=1e-5)
 
 
-def test_a_gguf_model_dequantised_on_load_stays_on_the_lean_forward() -> None:
+def test_a_gguf_model_is_covered_only_while_its_weights_are_plain_floats() -> None:
+    """The weights decide, not the quantiser's flags (transformers 5.24 leaves `dequantize`
+    False on its llama path, which unpacks every weight)."""
     model = _model(CONFIGS["llama-gqa-tied"])
-    model.config.quantization_config = {"quant_method": "gguf", "dequantize": True}
+    model.config.quantization_config = {"quant_method": "gguf", "dequantize": False}
     assert llama.lean_support(model) is None
+    layer = model.model.layers[0].mlp.down_proj
+    layer.weight = torch.nn.Parameter(layer.weight.to(torch.int8), requires_grad=False)
+    assert "quantised" in llama.lean_support(model)
 
 
 def test_the_hf_session_refuses_a_forward_without_the_cache_api() -> None:

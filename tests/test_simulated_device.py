@@ -12,7 +12,7 @@ from simulated_device import DEVICE, DeviceTensor, Simulation
 from specdec_lab import decoding, drafters, env, heads, tree
 from specdec_lab.engine import sessions
 from specdec_lab.measure import bench
-from specdec_lab.models import InsufficientMemoryError, load_pair, pairs, save_tiny_pair
+from specdec_lab.models import load_pair, pairs, save_tiny_pair
 
 PROMPT = torch.tensor([1, 5, 7, 9, 5, 7])
 SAMPLED = {"temperature": 1.0, "top_k": 50, "top_p": 0.9}

