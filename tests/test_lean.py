@@ -399,3 +399,23 @@ def test_each_new_model_hears_its_fallback_warning() -> None:
         del model
         gc.collect()
     assert len(sessions._WARNED) == 0
+
+
+def test_the_chain_mask_is_bottom_right_causal_and_fused_on_cuda() -> None:
+    """k new tokens after L cached ones: token i sees entries 0 .. L + i. On CUDA in half
+    precision the mask is SDPA's `causal_lower_right` (its fused kernels take it); elsewhere an
+    explicit boolean mask. Both mean the same positions, and attend the same."""
+    k, end = 4, 11
+    explicit = llama.chain_mask(k, end, torch.device("cpu"), torch.float32)
+    assert explicit.dtype == torch.bool and explicit.shape == (k, end)
+    assert explicit.sum(1).tolist() == [end - k + 1 + i for i in range(k)]
+    fused = llama.chain_mask(k, end, torch.device("cuda"), torch.bfloat16)
+    assert isinstance(fused, torch.nn.attention.bias.CausalBias)
+    assert torch.equal(fused._materialize("cpu"), explicit)
+    on_mps = llama.chain_mask(k, end, torch.device("meta"), torch.float16)  # not CUDA: explicit
+    assert isinstance(on_mps, torch.Tensor) and on_mps.dtype == torch.bool
+    g = torch.Generator().manual_seed(0)
+    q, kv = torch.randn(1, 4, k, 8, generator=g), torch.randn(2, 1, 2, end, 8, generator=g)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    via_bias = sdpa(q, *kv, attn_mask=fused, enable_gqa=True)
+    assert torch.allclose(via_bias, sdpa(q, *kv, attn_mask=explicit, enable_gqa=True), atol=1e-6)

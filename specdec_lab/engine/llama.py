@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 
 FAMILIES = ("llama", "qwen2", "mistral")
 _ROPE_TYPES = ("default", "linear", "llama3", "yarn")  # static: a table per position suffices
@@ -221,7 +222,7 @@ class LeanLlama:
         cos, sin = self._rope(positions if positions is not None else slice(start, end))
         causal = allowed is None and start == 0 and k > 1  # a fresh prefill: SDPA's own mask
         if allowed is None and start > 0 and k > 1:  # token i sees entries 0 .. start + i
-            allowed = torch.ones(k, end, dtype=torch.bool, device=tokens.device).tril(start)
+            allowed = chain_mask(k, end, tokens.device, self.embed.dtype)
         x = F.embedding(tokens, self.embed)  # (k, d)
         for i, w in enumerate(self.layers):
             h = _rms_norm(x, w.attn_norm, self.eps)
@@ -261,6 +262,20 @@ class LeanLlama:
             half = self.head_dim // 2
             self.cos, self.sin = cos[0], torch.cat([-sin[0, :, :half], sin[0, :, half:]], -1)
         return self.cos[positions], self.sin[positions]
+
+
+def chain_mask(k: int, end: int, device: torch.device, dtype: torch.dtype):
+    """What k new tokens after `end - k` cached ones may attend to: token i sees entries
+    0 .. end - k + i, a causal mask aligned to the bottom right.
+
+    On CUDA in float16/bfloat16 it is `causal_lower_right`, which SDPA serves with its fused
+    kernels (flash attention takes it; an explicit mask would send SDPA to its math kernel, which
+    upcasts to float32 and expands K/V for grouped-query attention). Elsewhere an explicit
+    boolean mask (k, end). Token trees pass their own mask (`allowed`) and keep the math kernel.
+    """
+    if device.type == "cuda" and dtype in (torch.float16, torch.bfloat16):
+        return causal_lower_right(k, end)
+    return torch.ones(k, end, dtype=torch.bool, device=device).tril(end - k)
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
