@@ -4,7 +4,11 @@
     python scripts/gpu_check.py --smoke  # anywhere: tiny shapes, a minute on a CPU
     SPECDEC_LAB_FORCE_GPU_PATHS=1 python scripts/gpu_check.py   # GPU dry run on a CPU
 
-Writes data/results/gpu-profile.json (notebook 05's measurements, in the schema documented in
+Writes, each as soon as it is measured: data/results/gpu-device-<type>.json (what only an
+accelerator can tell: verify costs of the lean and transformers forwards at 1B and 7B shapes, host
+syncs per step, a profiler table of one step and the SDPA kernel of the verify forward, lean
+against transformers' logits at real widths, greedy mismatches per dtype; `gpu_device_checks`),
+data/results/gpu-profile.json (notebook 05's measurements, in the schema documented in
 `specdec_lab.measure.profiling`), data/results/gpu-bench.json (`python -m specdec_lab bench` on the
 embedded pair, in bfloat16 as on a GPU) and data/results/gpu-notebooks.json (every notebook run
 top to bottom on the device, as plain Python: pass or the first error, and seconds), each with
@@ -21,6 +25,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -29,6 +34,10 @@ from transformers import LlamaForCausalLM
 from specdec_lab import data, env, models, theory
 from specdec_lab.engine import sessions
 from specdec_lab.measure import profiling, records
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, run from anywhere
+import gpu_device_checks  # noqa: E402
+from gpu_device_checks import SDPA_KERNELS  # noqa: E402, F401  (the kernels it can name)
 
 RESULTS = data.RESULTS_DIR
 
@@ -126,7 +135,6 @@ def run_notebooks(
     keeps what it finished."""
     import json
     import os
-    from pathlib import Path
 
     os.environ.setdefault("MPLBACKEND", "Agg")
     folder = Path(__file__).resolve().parents[1] / "notebooks"
@@ -191,6 +199,19 @@ def main(argv: list[str] | None = None) -> int:
         "smoke" if smoke else "gpu"
     )  # smoke records are git-ignored, never "recorded GPU results"
     start = time.perf_counter()
+    device_record: dict = {}
+    for part, check in gpu_device_checks.CHECKS.items():
+        t0 = time.perf_counter()
+        try:
+            device_record[part] = check(device, smoke)
+        except Exception as err:  # recorded, not raised: the other parts still run
+            device_record[part] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+        device_record[part]["seconds"] = round(time.perf_counter() - t0, 1)
+        path = records.save_results(RESULTS / f"{prefix}-device-{tag}.json", device_record, device)
+        print(
+            f"{part}: {device_record[part].get('error', 'ok')} ({device_record[part]['seconds']} s)"
+        )
+    failed = [part for part, r in device_record.items() if "error" in r]
     path = records.save_results(
         RESULTS / f"{prefix}-profile-{tag}.json", profile(device, smoke), device
     )
@@ -207,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         bench.append("--smoke")
     if env.gpu_paths(device):  # what a GPU loads by default; exactness is then not asserted
         bench += ["--dtype", "bfloat16"]
-    status = subprocess.call(bench)
+    status = subprocess.call(bench) or int(bool(failed))
     if args.notebooks is None or args.notebooks:  # every notebook, on the device
         path = RESULTS / f"{prefix}-notebooks-{tag}.json"
         results = run_notebooks(

@@ -62,6 +62,16 @@ def test_gpu_dry_run(gpu_check, monkeypatch, tmp_path) -> None:
     record = json.loads((tmp_path / "smoke-bench-cpu.json").read_text())["results"]
     assert record["dtype"] == "bfloat16"  # exactness not asserted; mismatches recorded instead
     assert all(r["mismatches"] is not None for r in record["rows"] if r["temperature"] == 0)
+    device = json.loads((tmp_path / "smoke-device-cpu.json").read_text())["results"]
+    assert set(device) == set(gpu_check.gpu_device_checks.CHECKS)
+    assert not [part for part, r in device.items() if "error" in r], device
+    assert device["greedy-mismatches"]["float32"]["differ"] == 0  # float32: exact
+    logits = [r for r in device["lean-vs-hf"].values() if isinstance(r, dict)]
+    assert logits and all(r["max_abs_diff"] < 1e-4 for r in logits)
+    costs = device["verify-costs"]["shapes"]["tiny-1M"]
+    assert len(costs["lean"]) == len(costs["hf"]) == len(device["verify-costs"]["ks"])
+    assert "aten::" in device["step-profile"]["step_table"]
+    assert set(device["step-profile"]["verify_sdpa_kernels"]) <= set(gpu_check.SDPA_KERNELS)
 
 
 def test_notebooks_run_as_plain_python_and_report_the_first_error(gpu_check, tmp_path) -> None:

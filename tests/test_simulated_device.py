@@ -267,3 +267,7 @@ def test_weights_load_straight_onto_an_accelerator(monkeypatch) -> None:
     pairs._load_model("somewhere", torch.device("cuda", 0), torch.float16)
     pairs._load_model("somewhere", torch.device("cpu"), torch.float32)
     assert calls == [{"dtype": torch.float16, "device_map": "cuda:0"}, {"dtype": torch.float32}]
+    # Without accelerate (a GPU machine set up without it), the model loads, then moves.
+    monkeypatch.setattr(pairs.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(AssertionError, match="copied to the device"):
+        pairs._load_model("somewhere", torch.device("cuda", 0), torch.float16)

@@ -13,6 +13,7 @@ that loads. A GPU dry run loads hub pairs as tiny stand-ins of their family (`st
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 from collections.abc import Sequence
@@ -250,6 +251,8 @@ def _resolve_local(source: str) -> str:
 def _load_model(source: str, device: torch.device, dtype: torch.dtype):
     if device.type == "cpu":
         return _load("model", source, dtype=dtype).eval()
+    if importlib.util.find_spec("accelerate") is None:  # a machine set up without it
+        return _load("model", source, dtype=dtype).to(device).eval()
     # With `device_map` (through accelerate) each weight goes straight to the device, so a 15 GB
     # model never has to fit in host memory on its way there.
     return _load("model", source, dtype=dtype, device_map=str(device)).eval()
