@@ -18,8 +18,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from specdec_lab import decoding
+from specdec_lab.data import CORPUS_DIR, DOMAINS, MODELS_DIR
 from specdec_lab.engine.logits import output_logits
-from specdec_lab.heads import DraftHead, HeadConfig, head_drafter
+from specdec_lab.heads import WEIGHTS, DraftHead, HeadConfig, head_drafter, load_head
+
+HEAD_DIR = MODELS_DIR / "head"  # the shipped head of the embedded target
 
 
 @torch.inference_mode()
@@ -156,3 +159,15 @@ def measure_head(target, head: DraftHead, prompts: list[torch.Tensor], n_new: in
         exact &= torch.equal(out.tokens, ref.tokens)
         runs.append(out.stats)
     return decoding.GenerationStats.merge(runs), exact
+
+
+def course_head(pair, seconds: float = 20.0) -> tuple[DraftHead, str]:
+    """The draft head notebook 06 runs for `pair`'s target: the one shipped in data/models/head
+    where it exists, else one trained here for `seconds` on the corpus (weak, but it runs).
+    Returns (head on the pair's device, one sentence on where it came from)."""
+    if (HEAD_DIR / WEIGHTS).exists():
+        return load_head(HEAD_DIR, pair.device), f"loaded {HEAD_DIR}"
+    corpus = [CORPUS_DIR / f"{d}_train.txt" for d in DOMAINS]
+    seqs = text_sequences(pair.tokenizer, corpus, 200, 128, seed=0)
+    head, log = train_head(pair.target, seqs, seconds=seconds, progress=False)
+    return head, f"no shipped head: trained one for {seconds:g} s ({log['steps']} steps)"

@@ -1,0 +1,91 @@
+"""The core path runs on its own: no core cell reads a name that only an optional cell defines.
+
+A workshop follows the agenda's core sections (`scripts/section_budget.py`), skipping the
+optional ones. A core cell that uses a name bound only in an optional section then fails with a
+`NameError` (it happened in notebooks 00, 02, 03, 04 and 06). This reads every code cell's names
+with `symtable`, in order, without running anything: the names a core cell needs must be bound by
+the setup or by earlier core cells (or be builtins).
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import symtable
+from pathlib import Path
+
+import nbformat
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[0-9]_*.ipynb"))
+MARKER = re.compile(r"\((core|optional), \d+ min\)\**\s*$")
+ALWAYS = set(dir(builtins)) | {"display", "get_ipython"}  # what a kernel provides
+
+
+def python_of(source: str) -> str:
+    """A cell as plain Python: `%magic` and `!shell` lines become `pass` at their indentation."""
+    lines = []
+    for line in source.splitlines():
+        code = line.lstrip()
+        lines.append(
+            line[: len(line) - len(code)] + "pass" if code.startswith(("%", "!")) else line
+        )
+    return "\n".join(lines)
+
+
+def names_of(source: str) -> tuple[set[str], set[str]]:
+    """(names the cell binds at top level, names it reads from outside itself)."""
+    table = symtable.symtable(python_of(source), "cell", "exec")
+    bound = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    bound |= {s.get_name() for s in table.get_symbols() if s.is_namespace()}  # def, class
+    read = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
+
+    def globals_of(t) -> None:  # names functions, lambdas and comprehensions look up globally
+        for child in t.get_children():
+            read.update(s.get_name() for s in child.get_symbols() if s.is_global())
+            globals_of(child)
+
+    globals_of(table)
+    return bound, read - bound
+
+
+def core_path_gaps(path: Path) -> list[str]:
+    """One line per core cell that reads names no setup or earlier core cell bound."""
+    kind, core, anywhere, gaps = "core", set(ALWAYS), {}, []
+    for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("## ") and (m := MARKER.search(line)):
+                    kind = m.group(1)
+            continue
+        bound, read = names_of(cell.source)
+        if kind == "core" and (missing := read - core):
+            where = sorted({anywhere.get(n, "nowhere before") for n in missing})
+            gaps.append(f"{path.name} cell {i}: {sorted(missing)} (bound in {', '.join(where)})")
+        if kind == "core":
+            core |= bound
+        for name in bound:
+            anywhere.setdefault(name, f"cell {i}, {kind}")
+    return gaps
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_every_core_cell_runs_after_the_core_cells_alone(path: Path) -> None:
+    assert core_path_gaps(path) == []
+
+
+def test_the_check_catches_a_core_cell_that_needs_an_optional_one(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    nb.cells = [
+        md("# x\n## Setup (core, 1 min)"),
+        code("import math\nA = 1"),
+        md("## Extra (optional, 2 min)"),
+        code("def helper():\n    return A\nB = [math.pi for _ in range(2)]"),
+        md("## Main (core, 3 min)"),
+        code("print(A, helper(), B)\nf = lambda: C"),
+    ]
+    path = tmp_path / "00_toy.ipynb"
+    nbformat.write(nb, path)
+    (gap,) = core_path_gaps(path)
+    assert "['B', 'C', 'helper']" in gap and "cell 3, optional" in gap and "nowhere" in gap
