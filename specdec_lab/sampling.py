@@ -202,6 +202,15 @@ def rand(*shape: int, generator: torch.Generator | None, device, dtype=torch.flo
     return torch.rand(*shape, generator=generator, device=source, dtype=dtype).to(device)
 
 
+def exponentials(*shape: int, generator: torch.Generator | None, device) -> torch.Tensor:
+    """Exp(1) draws of `shape` (float32) from `generator` (its own device), delivered on
+    `device`: the race `torch.multinomial` runs to sample without replacement (see
+    `tree.draw_sibling_slots`)."""
+    source = generator.device if generator is not None else torch.device(device)
+    out = torch.empty(*shape, device=source).exponential_(generator=generator)
+    return out.to(device)
+
+
 def inverse_cdf(cdf: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """The first x with cdf(x) > u · cdf(V − 1), per row: cdf (N, V) cumulative weights, u (N, 1)
     uniforms in [0, 1). Returns (N,) tokens, never one of weight 0."""

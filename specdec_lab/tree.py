@@ -14,16 +14,20 @@ wrong first guess need not end the step. One step reads top to bottom in `tree_s
     4. roll both caches back to the accepted sequence.
 
 Step 3 is a pure function of probabilities (`tree_sample`, `tree_greedy`), tested without models.
+The loop runs their on-device twin, `verify_tree_on_device`, which verifies every node of a level
+at once and reads the outcome with one host sync (the same law; the same tokens when greedy).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from specdec_lab.decoding import Generation, Step, run_steps
+from specdec_lab.engine.fused import raise_for
 from specdec_lab.engine.sessions import Session, open_session
 from specdec_lab.inputs import (
     check_gamma,
@@ -32,7 +36,17 @@ from specdec_lab.inputs import (
     check_same_vocab,
     check_vocab_size,
 )
-from specdec_lab.sampling import SamplingConfig, generator_on, logits_to_probs, sample
+from specdec_lab.sampling import (
+    SamplingConfig,
+    cdf_dtype,
+    exponentials,
+    generator_on,
+    inverse_cdf,
+    logits_to_probs,
+    rand,
+    sample,
+    uniforms,
+)
 from specdec_lab.verify import multi_draft_sample, without_replacement_q
 
 
@@ -43,32 +57,75 @@ class TokenTree:
     tokens: (N,); parents[i] is the parent node of node i (-1: a child of the root), parents
     before children; q_probs: (N, V), the distribution node i was drawn from, given its parent
     and its earlier siblings.
+
+    A tree drafted level by level on the device (`build_tree` with the default sampler) has a
+    fixed layout: `widths[ℓ]` children under every node of level ℓ, nodes in level order. Where
+    q has fewer tokens with mass than a level asks for, the extra siblings are slots that hold
+    no draft: `alive` (N,) bool, on the device, is False for them (their q row is zero) and the
+    walk never takes them. `alive` None: every node holds a draft.
     """
 
     tokens: torch.Tensor
     parents: list[int]
     q_probs: torch.Tensor
+    alive: torch.Tensor | None = None
+    widths: tuple[int, ...] | None = None
+    _alive_host: list[bool] | None = field(default=None, init=False, repr=False)
 
     def children(self, node: int) -> list[int]:
-        """Indices of the children of `node` (-1 for the root), in drawing order."""
-        return [i for i, parent in enumerate(self.parents) if parent == node]
+        """Indices of the children of `node` (-1 for the root), in drawing order (drafts only:
+        reading `alive` costs one host sync, once)."""
+        kids = [i for i, parent in enumerate(self.parents) if parent == node]
+        if self.alive is None:
+            return kids
+        if self._alive_host is None:
+            self._alive_host = self.alive.tolist()
+        return [i for i in kids if self._alive_host[i]]
+
+    def first_child(self, node: int) -> int | None:
+        """The first-drawn child of `node`, None at a leaf (never an empty slot: the first
+        sibling is drawn from a q with mass). Host bookkeeping only."""
+        return next((i for i, parent in enumerate(self.parents) if parent == node), None)
 
     def path_tokens(self, path: list[int]) -> list[int]:
-        return [int(self.tokens[i]) for i in path]
+        tokens = self.tokens.tolist()  # one read
+        return [tokens[i] for i in path]
 
 
 # ------------------------------------------------------------------ drafting siblings and trees
+def draw_sibling_slots(
+    q: torch.Tensor, k: int, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """k siblings drawn from each row of q (W, V) without replacement, with no host sync.
+
+    The exponential race `torch.multinomial(replacement=False)` runs (the same draws, from the
+    same generator): token x gets the key q(x) / E_x with E_x ~ Exp(1), and the k largest keys,
+    in order, are k draws without replacement (Plackett–Luce). Returns candidates (W, k'), their
+    distributions (W, k', V) (row i: q with the earlier candidates removed, renormalised) and
+    alive (W, k') bool, with k' = min(k, V): a row with fewer than k' tokens of mass fills its
+    last slots with tokens of no mass, alive False, q row zero.
+    """
+    k = min(k, q.shape[-1])
+    e = exponentials(*q.shape, generator=generator, device=q.device)  # (W, V)
+    keys = torch.where(q > 0, q / e, -1.0)  # tokens of no mass last, whatever e drew
+    top = keys.topk(k, dim=-1)  # (W, k) largest first
+    alive = top.values > 0  # (W, k)
+    rows = without_replacement_q(q, top.indices)  # (W, k, V)
+    return top.indices, torch.where(alive[..., None], rows, 0.0), alive
+
+
 def draw_siblings(
     q: torch.Tensor, k: int, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """k distinct candidates drawn from q (V,) without replacement, and the q each came from.
 
     Returns candidates (k',) and their distributions (k', V): row i is q with the earlier
-    candidates removed, renormalised (k' = k, or fewer if q has fewer tokens with mass).
+    candidates removed, renormalised (k' = k, or fewer if q has fewer tokens with mass: one host
+    read, which `build_tree`'s own level-wide sampler, `draw_sibling_slots`, does without).
     """
-    k = min(k, int((q > 0).sum()))
-    candidates = torch.multinomial(q, k, replacement=False, generator=generator)  # (k,)
-    return candidates, without_replacement_q(q, candidates)
+    candidates, rows, alive = draw_sibling_slots(q[None], k, generator)
+    k = int(alive.sum())  # the slots with a draft come first
+    return candidates[0, :k], rows[0, :k]
 
 
 def build_tree(
@@ -83,33 +140,60 @@ def build_tree(
 
     branching[ℓ] children under every node of depth ℓ (the root has depth 0): (3, 1, 1) is three
     first tokens, each followed by a chain of two. Greedy (T = 0) takes the top-k tokens of q.
+
+    With the default `siblings` a whole level is drawn at once on the device
+    (`draw_sibling_slots`) and the tree keeps a fixed layout: no host sync at all, whatever q
+    holds. Another sampler (`proof.broken`) runs node by node and may return fewer siblings.
     """
-    vocab = draft.vocab_size
-    tokens = torch.empty(0, dtype=torch.long, device=draft.device)
+    vocab, device = draft.vocab_size, draft.device
+    tokens = torch.empty(0, dtype=torch.long, device=device)
     parents: list[int] = []
-    q_rows = torch.empty(0, vocab, device=draft.device)
-    frontier = [-1]  # the nodes of the current level; -1 is the root
+    q_rows = torch.empty(0, vocab, device=device)
+    alive = [] if not cfg.greedy and siblings is draw_siblings else None  # (n_ℓ,) per level
+    widths: list[int] | None = [] if cfg.greedy or siblings is draw_siblings else None
+    frontier = [-1]  # the nodes of the current level, contiguous; -1 is the root
     for k in branching:
         scores = draft.tree_logits(ids, tokens, parents)  # (1 + N, V) the lean runtime feeds
         # only the nodes it has not seen (the last level); transformers' re-feeds the whole tree
-        new_tokens, new_parents, new_q = [], [], []
-        for node in frontier:
-            logits = scores[node + 1]  # (V,) row 0 is the root
-            if cfg.greedy:
-                kids = logits.topk(min(k, vocab)).indices  # (k,) distinct, best first
-                q = torch.nn.functional.one_hot(kids, vocab).float()  # (k, V) unused by greedy
-            else:
-                probs = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (V,)
-                kids, q = siblings(probs, k, generator)  # (k',), (k', V)
-            new_tokens.append(kids)
-            new_parents += [node] * kids.shape[0]
-            new_q.append(q)
+        logits = scores[frontier[0] + 1 : frontier[-1] + 2]  # (W, V) row 0 is the root
+        width = len(frontier)
+        if cfg.greedy:
+            k = min(k, vocab)
+            kids = logits.topk(k, dim=-1).indices.reshape(-1)  # (W k,) distinct, best first
+            q = torch.nn.functional.one_hot(kids, vocab).float()  # (W k, V) unused by greedy
+            new_parents = [node for node in frontier for _ in range(k)]
+        elif widths is not None:  # the whole level at once, on the device
+            probs = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p, check=False)
+            kids, q, live = draw_sibling_slots(probs, k, generator)  # (W, k'), (W, k', V)
+            k = kids.shape[1]
+            kids, q = kids.reshape(-1), q.reshape(width * k, vocab)
+            alive.append(live.reshape(-1))
+            new_parents = [node for node in frontier for _ in range(k)]
+        else:  # a learner's sampler, node by node (host syncs: for teaching only)
+            new_tokens, new_parents, new_q = [], [], []
+            for node, row in zip(frontier, logits, strict=True):
+                probs = logits_to_probs(row, cfg.temperature, cfg.top_k, cfg.top_p)  # (V,)
+                node_kids, node_q = siblings(probs, k, generator)  # (k',), (k', V)
+                new_tokens.append(node_kids)
+                new_parents += [node] * node_kids.shape[0]
+                new_q.append(node_q)
+            kids, q = torch.cat(new_tokens), torch.cat(new_q)
+        if widths is not None:
+            widths.append(k)
         first_new = tokens.shape[0]
-        tokens = torch.cat([tokens, *new_tokens])  # (N,)
+        tokens = torch.cat([tokens, kids])  # (N,)
         parents += new_parents
-        q_rows = torch.cat([q_rows, *new_q])  # (N, V)
+        q_rows = torch.cat([q_rows, q])  # (N, V)
         frontier = list(range(first_new, tokens.shape[0]))
-    return TokenTree(tokens, parents, q_rows)
+    return TokenTree(
+        tokens,
+        parents,
+        q_rows,
+        torch.cat([torch.ones(0, dtype=torch.bool, device=device), *alive])
+        if alive is not None
+        else None,
+        tuple(widths) if widths is not None else None,
+    )
 
 
 # ----------------------------------------------------------------- verification: pure functions
@@ -145,6 +229,139 @@ def tree_greedy(tree: TokenTree, p_logits: torch.Tensor) -> tuple[list[int], tor
             return path, best[node + 1]
         node = match[0]
         path.append(node)
+
+
+@dataclass(frozen=True)
+class TreeVerdict:
+    """The outcome of one tree verification, on the host: the accepted `path` (node indices,
+    root to leaf), then `next_token`; `branch` is the tokens of the branch that was followed
+    (the path, then first-drawn children down to a leaf). On the device: `accepted` (len(path),)
+    and `token` (0-d), so the sequence grows there."""
+
+    path: list[int]
+    next_token: int
+    branch: list[int]
+    accepted: torch.Tensor
+    token: torch.Tensor
+
+
+def verify_tree_on_device(
+    tree: TokenTree,
+    p_logits: torch.Tensor,
+    cfg: SamplingConfig,
+    generator: torch.Generator | None = None,
+) -> TreeVerdict:
+    """`tree_greedy` or `tree_sample` (with `multi_draft_sample`) on the device, read by ONE
+    host sync. Needs a tree with a fixed layout (`tree.widths`, what `build_tree` drafts).
+
+    Every node of a level is verified at once: greedy, its first child equal to the target's
+    argmax; sampling, recursive rejection sampling over its children (empty slots never
+    accepted, and leaving the residual as it is), then one token per node from what is left
+    (the last residual, or p itself at a leaf: the bonus). The walk from the root then only
+    reads these outcomes. A node off the walk spends coins nobody looks at; the nodes on it
+    use fresh, independent ones, so the output law is `tree_sample`'s (the draws are not).
+    Raises ValueError, after the sync, for NaN or invalid inputs, as the chain's verifier does.
+    """
+    widths, device = tree.widths, p_logits.device
+    if widths is None:
+        raise ValueError("verify_tree_on_device needs a tree drafted level by level (widths)")
+    vocab = p_logits.shape[-1]
+    starts, sizes = [0], [1]  # level ℓ occupies rows starts[ℓ] ... + sizes[ℓ] (row 1 + i: node i)
+    for k in widths:
+        starts.append(starts[-1] + sizes[-1])
+        sizes.append(sizes[-1] * k)
+    tokens = tree.tokens.to(device)  # (N,)
+    choices = []  # per level: (W,) index of the accepted child, k if none
+    if cfg.greedy:
+        best, next_tokens = p_logits.max(-1)  # (1 + N,) argmax's first-maximum rule
+        for level, k in enumerate(widths):
+            lo, width = starts[level], sizes[level]
+            kids = tokens[lo + width - 1 : lo + width - 1 + width * k].view(width, k)
+            choices.append(_first_true(kids == next_tokens[lo : lo + width, None]))
+        no = torch.zeros((), dtype=torch.bool, device=device)
+        flags = torch.stack([no, torch.isnan(best).any(), no, no])
+    else:
+        p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p, check=False)
+        q_probs = tree.q_probs.to(device)  # (N, V)
+        alive = tree.alive.to(device) if tree.alive is not None else None
+        left = []  # per level: (W, V) what each node samples from when no child is accepted
+        for level, k in enumerate(widths):
+            lo, width = starts[level], sizes[level]
+            nodes = slice(lo + width - 1, lo + width - 1 + width * k)  # the level below
+            x = tokens[nodes].view(width, k, 1)
+            q = q_probs[nodes].view(width, k, vocab)
+            live = alive[nodes].view(width, k) if alive is not None else None
+            coins = rand(width, k, generator=generator, device=device)  # (W, k)
+            p, accepted = p_probs[lo : lo + width], []  # (W, V) normalised
+            for i in range(k):  # multi_draft_sample, for every node of the level at once
+                q_i = q[:, i]  # (W, V)
+                take = coins[:, i] * q_i.gather(1, x[:, i])[:, 0] < p.gather(1, x[:, i])[:, 0]
+                residual = (p - q_i).clamp_min(0)  # residual_distribution, its guard included
+                mass = residual.sum(-1, keepdim=True)
+                after = torch.where(mass > 0, residual / mass, p / p.sum(-1, keepdim=True))
+                if live is not None:
+                    take &= live[:, i]
+                    after = torch.where(live[:, i, None], after, p)  # an empty slot: no round
+                accepted.append(take)
+                p = after
+            choices.append(_first_true(torch.stack(accepted, 1)))
+            left.append(p)
+        left.append(p_probs[starts[-1] :])  # the leaves: the bonus sample from p
+        weights = torch.cat(left)  # (1 + N, V)
+        u = uniforms(weights.shape[0], generator, device)  # (1 + N, 1)
+        next_tokens = inverse_cdf(weights.cumsum(-1, dtype=cdf_dtype(device)), u)  # (1 + N,)
+        flags = _tree_flags(tokens, q_probs, p_probs, alive)
+    # The walk, still on the device: a fixed number of levels, no branch on a device value.
+    choice = torch.cat([*choices, torch.zeros(sizes[-1], dtype=torch.long, device=device)])
+    row = torch.zeros((), dtype=torch.long, device=device)  # the root
+    going = torch.ones((), dtype=torch.bool, device=device)
+    rows, steps = [], []
+    for level, k in enumerate(widths):
+        a = choice.index_select(0, row[None])[0]  # 0-d, no sync (index_select, not choice[row])
+        going = going & (a < k)
+        child = starts[level + 1] + (row - starts[level]) * k + a.clamp_max(k - 1)
+        row = torch.where(going, child, row)
+        rows.append(row)
+        steps.append(going)
+    path_rows = torch.stack(rows) if rows else tokens.new_zeros(0)  # (depth,) the first n:
+    n = torch.stack(steps).sum() if steps else tokens.new_zeros(())  # the accepted path
+    token = next_tokens.index_select(0, row[None])[0]  # 0-d
+    accepted = tokens.index_select(0, (path_rows - 1).clamp_min(0))  # (depth,)
+    outcome = torch.cat([n[None], token[None], path_rows, tokens, flags.long()])
+    n_host, token_host, *rest = outcome.tolist()  # THE host sync of the verification
+    depth = len(widths)
+    if any(rest[-4:]):
+        raise_for(rest[-4:], tokens, vocab)
+    path = [r - 1 for r in rest[:n_host]]
+    branch, node, host_tokens = list(path), path[-1] if path else -1, rest[depth:-4]
+    while (node := tree.first_child(node)) is not None:
+        branch.append(node)
+    return TreeVerdict(path, token_host, [host_tokens[i] for i in branch], accepted[:n_host], token)
+
+
+def _first_true(flags: torch.Tensor) -> torch.Tensor:
+    """(W, k) bool -> (W,) the index of the first True per row, k if none (no sync)."""
+    stop = torch.cat([flags, flags.new_ones(flags.shape[0], 1)], 1)  # (W, k + 1)
+    return stop.to(torch.uint8).argmax(1)  # the first maximum
+
+
+def _tree_flags(
+    tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: torch.Tensor, alive
+) -> torch.Tensor:
+    """`engine.fused.value_flags` for a tree: (4,) bool on the device (q bad, p bad, a token
+    outside [0, V), a drafted token of zero q), empty slots exempt from the last."""
+    vocab = p_probs.shape[-1]
+
+    def bad(probs: torch.Tensor) -> torch.Tensor:
+        if probs.numel() == 0:
+            return torch.zeros((), dtype=torch.bool, device=probs.device)
+        lo, hi = torch.aminmax(probs)
+        return ~((lo >= 0) & (hi < math.inf))
+
+    outside = (tokens < 0) | (tokens >= vocab)  # (N,)
+    q_x = q_probs.gather(1, tokens.clamp(0, vocab - 1)[:, None])[:, 0]  # (N,)
+    zero = q_x <= 0 if alive is None else alive & (q_x <= 0)
+    return torch.stack([bad(q_probs), bad(p_probs), outside.any(), zero.any()])
 
 
 # ------------------------------------------------------------------------- choosing a tree shape
@@ -214,28 +431,46 @@ def tree_step(
 
     The Step reports the branch that was followed: the accepted nodes, then the first-drawn
     child below the last one (if any), so `n_accepted` and `bonus` mean what they mean in a chain.
+
+    Host syncs on an accelerator: at most **2 per level + 6** per step. The step's own code
+    makes ONE, whatever the depth, branching, temperature or generator: the tree is drafted on
+    the device with a fixed layout (`build_tree`), verified there (`verify_tree_on_device`), and
+    the verdict comes back in one read. The rest are the sessions' (`engine.sessions`), which
+    build each tree forward's attention mask (and, for transformers, its position ids) from
+    `parents` on the host and copy it over with a blocking copy: the lean runtime one per tree
+    forward (depth + 1) and at most two per `keep_branch` (four in all); transformers' two per
+    tree forward. (tests/test_simulated_device.py pins both numbers.) A learner's
+    `verify_siblings` or `siblings` runs as written, node by node, with its own host syncs.
     """
     # 1. Draft a tree.
     tree = build_tree(draft, ids, branching, cfg, generator, siblings)
     # 2. One target forward over the last accepted token and every node.
     p_logits = target.tree_logits(ids, tree.tokens, tree.parents)  # (1 + N, V)
-    # 3. Walk down the tree.
-    if cfg.greedy:
-        path, next_token = tree_greedy(tree, p_logits)
+    # 3. Walk down the tree: on the device, with the step's one read of the outcome, unless a
+    #    learner's rule replaces the multi-draft rule or the sibling sampler (teaching only).
+    if tree.widths is not None and (cfg.greedy or verify_siblings is multi_draft_sample):
+        verdict = verify_tree_on_device(tree, p_logits, cfg, generator)
+        path, token, accepted = verdict.path, verdict.token, verdict.accepted
+        drafted, next_token = verdict.branch, verdict.next_token
     else:
-        p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (1 + N, V)
-        path, next_token = tree_sample(tree, p_probs, generator, verify_siblings)
-    accepted = tree.tokens[path]  # (n,)
-    ids = torch.cat([ids, accepted, next_token[None]])
+        if cfg.greedy:
+            path, token = tree_greedy(tree, p_logits)
+        else:
+            p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p)
+            path, token = tree_sample(tree, p_probs, generator, verify_siblings)
+        token = torch.as_tensor(token, device=ids.device)
+        accepted = tree.tokens[path]  # (n,)
+        branch, node = list(path), path[-1] if path else -1
+        while (node := tree.first_child(node)) is not None:
+            branch.append(node)
+        drafted, next_token = tree.path_tokens(branch), int(token)
+    ids = torch.cat([ids, accepted, token[None]])
     # 4. Roll back to the accepted sequence. The lean runtime keeps the accepted branch's keys
     #    and values; transformers' sessions dropped the tree and re-feed the branch next step.
     for session in (target, draft):
         session.keep_branch(path)
         session.crop(ids.shape[0] - 1)
-    branch, node = list(path), path[-1] if path else -1
-    while kids := tree.children(node):
-        branch.append(node := kids[0])
-    return ids, Step(tree.path_tokens(branch), len(path), int(next_token))
+    return ids, Step(drafted, len(path), next_token)
 
 
 def tree_speculative_generate(
@@ -288,10 +523,12 @@ __all__ = [
     "TokenTree",
     "build_tree",
     "choose_branching",
+    "draw_sibling_slots",
     "draw_siblings",
     "expected_tree_tokens",
     "tree_greedy",
     "tree_sample",
     "tree_speculative_generate",
     "tree_step",
+    "verify_tree_on_device",
 ]

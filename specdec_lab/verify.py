@@ -157,13 +157,17 @@ def without_replacement_q(q: torch.Tensor, candidates: torch.Tensor) -> torch.Te
     """The distributions that siblings drawn from q WITHOUT replacement really come from.
 
     q: (V,), candidates: (k,) distinct. Row i is q with candidates[:i] removed, renormalised:
-    (k, V). Pass these rows, not q repeated, to `multi_draft_sample`.
+    (k, V). Pass these rows, not q repeated, to `multi_draft_sample`. Batched too: q (..., V)
+    and candidates (..., k) give (..., k, V). No host sync: the removals are one scatter.
     """
-    rows, q = [], q.clone()
-    for x in candidates.tolist():
-        rows.append(q / q.sum())
-        q[x] = 0.0
-    return torch.stack(rows) if rows else q.new_zeros(0, q.shape[0])
+    k, vocab = candidates.shape[-1], q.shape[-1]
+    batch = candidates.shape[:-1]
+    earlier = torch.ones(k, k, dtype=torch.bool, device=q.device).tril(-1)  # [i, j]: j < i
+    removed = torch.zeros(*batch, k, vocab, dtype=torch.bool, device=q.device)
+    index = candidates[..., None, :].expand(*batch, k, k)  # (..., k, k): row i lists all of them
+    removed.scatter_(-1, index, earlier.expand(*batch, k, k))  # row i: candidates[:i]
+    rows = q[..., None, :].expand(*batch, k, vocab).masked_fill(removed, 0.0)  # (..., k, V)
+    return rows / rows.sum(-1, keepdim=True)
 
 
 def multi_draft_law(q_probs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:

@@ -193,6 +193,63 @@ def test_token_trees_and_the_head_run_on_the_device(
         assert out.tokens.tolist() == reference
 
 
+def _tree_steps_with_syncs(sim, monkeypatch) -> list[tuple[int, int, int]]:
+    """(depth, host syncs, of which inside the sessions' tree methods) of every token-tree step
+    of the next generation."""
+    per_step, inside, real = [], [0], tree.tree_step
+
+    def counted(target, draft, ids, branching, *args, **kwargs):
+        before, before_inside = sim.syncs, inside[0]
+        out = real(target, draft, ids, branching, *args, **kwargs)
+        per_step.append((len(branching), sim.syncs - before, inside[0] - before_inside))
+        return out
+
+    def in_session(method):
+        def wrapped(*args, **kwargs):
+            before = sim.syncs
+            out = method(*args, **kwargs)
+            inside[0] += sim.syncs - before
+            return out
+
+        return wrapped
+
+    for cls in (sessions.LeanSession, sessions.HFSession):
+        for name in ("tree_logits", "keep_branch"):
+            monkeypatch.setattr(cls, name, in_session(getattr(cls, name)))
+    monkeypatch.setattr(tree, "tree_step", counted)
+    return per_step
+
+
+@pytest.mark.parametrize("runtime", ["lean", "hf"])
+@pytest.mark.parametrize("kind", ["none", "host", "device"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("branching", [(2, 1, 1), (3, 2)])
+def test_token_trees_sync_a_bounded_number_of_times_per_level(
+    pair, reference, sim, monkeypatch, runtime, kind, temperature, branching
+) -> None:
+    """`tree.tree_step`'s docstring: its own code reads the device once per step (the verdict);
+    with the sessions' copies, at most 2 host syncs per level + 6."""
+    per_step = _tree_steps_with_syncs(sim, monkeypatch)
+    sampling = SAMPLED if temperature else {"temperature": 0.0}
+    out = tree.tree_speculative_generate(
+        pair.target,
+        pair.draft,
+        PROMPT,
+        16,
+        branching,
+        generator=_generator(sim, kind),
+        vocab_size=pair.vocab_size,
+        runtime=runtime,
+        **sampling,
+    )
+    assert per_step
+    for depth, syncs, in_sessions in per_step:
+        assert syncs - in_sessions == 1, per_step  # tree_step's own: the verdict
+        assert syncs <= 2 * depth + 6, per_step
+    if temperature == 0:
+        assert out.tokens.tolist() == reference
+
+
 def test_the_default_dtype_is_native_to_the_device(monkeypatch) -> None:
     assert env.default_dtype("cpu") == torch.float32
     assert env.default_dtype("mps") == torch.float16  # MPS: float16

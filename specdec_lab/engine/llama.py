@@ -261,6 +261,8 @@ class LeanLlama:
             cos, sin = self.rotary(self.embed[:1], ids)  # (1, size, hd) in the model's dtype
             half = self.head_dim // 2
             self.cos, self.sin = cos[0], torch.cat([-sin[0, :, :half], sin[0, :, half:]], -1)
+        if isinstance(positions, torch.Tensor):  # a tree's positions, built on the host: one
+            positions = positions.to(self.cos.device, non_blocking=True)  # copy, no wait
         return self.cos[positions], self.sin[positions]
 
 
