@@ -126,6 +126,14 @@ class ModelDrafter(Drafter):
     early, after a token to which the draft gave probability below the threshold (at T = 0, the
     draft's top probability). The stop depends only on the draft's own proposals, so the output
     law is unchanged; it only trades target work for draft work.
+
+    Host syncs: without a threshold, none (the verifier's one sync is the step's only one). With
+    one, one per drafted token that could be followed by another: whether to run the next
+    forward is data-dependent control flow, so the host must see each confidence before it
+    decides. A step that drafts γ' of γ ≥ 1 tokens makes min(γ', γ − 1) syncs here (the γ-th
+    token's confidence is never read: nothing would follow it anyway). Drafting all γ and
+    truncating after one read would cost one sync, but up to γ − 1 wasted draft forwards and a
+    different use of the generator (other samples, the same law), so it is not done.
     """
 
     def __init__(self, session: Session, confidence_threshold: float | None = None) -> None:
@@ -149,7 +157,7 @@ class ModelDrafter(Drafter):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         t0 = self.clock.start()
         tokens, q_probs = [], []
-        for _ in range(gamma):
+        for i in range(gamma):
             logits = self.session.logits(ids, last=1)[-1]  # (V,) on the model's device
             # No NaN check here (a host sync per token): the verifier's fused check reads q.
             x, q = draft_token(logits, cfg, generator, check=False)  # q None when greedy
@@ -157,9 +165,10 @@ class ModelDrafter(Drafter):
                 q_probs.append(q)
             tokens.append(x)
             ids = torch.cat([ids, x[None]])
-            if self.confidence_threshold is not None:
-                confidence = logits.softmax(-1)[x] if cfg.greedy else q[x]
-                if confidence < self.confidence_threshold:
+            if self.confidence_threshold is not None and i < gamma - 1:
+                probs = logits.softmax(-1) if cfg.greedy else q  # (V,)
+                confidence = probs.index_select(0, x[None])[0]  # not probs[x]: that reads x
+                if confidence < self.confidence_threshold:  # THE host sync of this token
                     break
         self.clock.stop(t0)
         return stack_proposal(tokens, q_probs, self.vocab_size, ids.device, cfg.greedy)
@@ -201,6 +210,29 @@ class HeuristicGamma(Wrapper):
         self.gamma = self.gamma + 2 if accepted == drafted else max(1, self.gamma - 1)
 
 
+class HostMirror:
+    """The sequence a drafter is shown, kept on the host, for drafters that read tokens (an
+    n-gram table). `read(ids)` copies only the tail it has not seen: one host sync per call on
+    an accelerator, whatever the tail's length, and none on the CPU, where `ids` is already on
+    the host. `crop` follows the loop's rollback, so the mirror stays a prefix of the sequence
+    (were it ever stale, the drafts would be worse, never wrong: they are one-hot either way).
+    """
+
+    def __init__(self) -> None:
+        self.tokens = torch.empty(0, dtype=torch.long)
+
+    def read(self, ids: torch.Tensor) -> torch.Tensor:
+        if ids.device.type == "cpu":
+            return ids
+        known = min(self.tokens.shape[0], ids.shape[0])
+        if ids.shape[0] > known:
+            self.tokens = torch.cat([self.tokens[:known], ids[known:].cpu()])  # THE host sync
+        return self.tokens[: ids.shape[0]]
+
+    def crop(self, length: int) -> None:
+        self.tokens = self.tokens[:length]
+
+
 class PromptLookupDrafter(Drafter):
     """Prompt lookup decoding, with the matching rule of transformers'
     `PromptLookupCandidateGenerator` (5.x): try the longest n-gram first (n = `max_ngram`, ..., 1);
@@ -208,6 +240,12 @@ class PromptLookupDrafter(Drafter):
     has a continuation, and propose up to γ tokens that followed it.
 
     (Notebook 02's exercise drafter takes the *most recent* occurrence of one fixed n instead.)
+
+    The table is read on the host: on an accelerator `propose` mirrors the sequence there
+    (`HostMirror`), reading only the tokens added since its last call, in ONE host sync per
+    step, and copies its proposal back without blocking. A step with prompt lookup therefore
+    makes two host syncs, this one and the verifier's; one would need the loop to hand the
+    drafter the tokens the verifier already read.
     """
 
     def __init__(self, vocab_size: int, max_ngram: int = 3) -> None:
@@ -217,6 +255,7 @@ class PromptLookupDrafter(Drafter):
         self.max_ngram = max_ngram
         self.calls = 0
         self.seconds = 0.0
+        self.mirror = HostMirror()
 
     def propose(
         self,
@@ -228,14 +267,23 @@ class PromptLookupDrafter(Drafter):
         """ids (L,) -> tokens (γ',) copied from the sequence and one-hot q_probs (γ', V)."""
         t0 = time.perf_counter()
         self.calls += 1
-        tokens = self.lookup(ids, gamma)  # (γ',)
+        tokens = self.lookup_on_host(ids, gamma)  # (γ',) on ids' device
         q_probs = one_hot(tokens, self.vocab_size)  # (γ', V)
         self.seconds += time.perf_counter() - t0
         return tokens, q_probs
 
+    def lookup_on_host(self, ids: torch.Tensor, gamma: int, min_ngram: int = 1) -> torch.Tensor:
+        """`lookup` on the host mirror of `ids`, the result delivered on ids' device."""
+        found = self.lookup(self.mirror.read(ids), gamma, min_ngram)  # (γ',) on the host
+        return found.to(ids.device, non_blocking=True)
+
+    def crop(self, length: int) -> None:
+        self.mirror.crop(length)
+
     def lookup(self, ids: torch.Tensor, gamma: int, min_ngram: int = 1) -> torch.Tensor:
         """The continuation of the longest, leftmost earlier match of the sequence's tail
-        (n-grams of `min_ngram` tokens at least)."""
+        (n-grams of `min_ngram` tokens at least). On `ids`' device: on an accelerator each
+        n tried costs a host sync (`propose` runs it on a host mirror instead)."""
         length = ids.shape[0]
         if gamma > 0:
             for n in range(min(self.max_ngram, length - 1), min_ngram - 1, -1):  # longest first
@@ -269,6 +317,9 @@ class LookupThenModel(Wrapper):
     tokens were drawn from (one-hot for a copy, the model's for a draft), so the output law is
     unchanged. Lookup pays off when the text repeats itself: code, and every greedy continuation
     of a target that loops (the embedded one does: the bench prints the repeated 4-grams).
+
+    Host syncs: the lookup's one per step (see `PromptLookupDrafter`), which also decides on the
+    host whether the model drafts; the model drafter adds none. Two per step with the verifier's.
     """
 
     def __init__(self, model, lookup: PromptLookupDrafter | None = None, min_ngram: int = 2):
@@ -283,12 +334,16 @@ class LookupThenModel(Wrapper):
 
     def propose(self, ids, gamma, cfg, generator):
         t0 = time.perf_counter()
-        copy = self.lookup.lookup(ids, gamma, self.min_ngram)  # (γ',)
+        copy = self.lookup.lookup_on_host(ids, gamma, self.min_ngram)  # (γ',) on ids' device
         self.lookup.seconds += time.perf_counter() - t0
         if copy.numel():
             self.copied += 1
             return copy, one_hot(copy, self.vocab_size)
         return self.drafter.propose(ids, gamma, cfg, generator)
+
+    def crop(self, length: int) -> None:
+        self.lookup.crop(length)
+        self.drafter.crop(length)
 
 
 def one_hot(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
@@ -319,6 +374,7 @@ def stack_proposal(
 __all__ = [
     "Drafter",
     "HeuristicGamma",
+    "HostMirror",
     "LookupThenModel",
     "ModelDrafter",
     "PromptLookupDrafter",

@@ -164,6 +164,60 @@ def test_every_drafter_runs_on_the_device(pair, reference, sim, kind, temperatur
             assert out.tokens.tolist() == reference, name
 
 
+def _chain_steps(sim, monkeypatch) -> list[tuple[int, int, int]]:
+    """(γ asked for, tokens drafted, host syncs) of every speculative step of the next
+    generation."""
+    per_step, real = [], decoding.speculative_step
+
+    def counted(target, drafter, ids, gamma, *args, **kwargs):
+        before = sim.syncs
+        ids, step = real(target, drafter, ids, gamma, *args, **kwargs)
+        per_step.append((gamma, len(step.draft_tokens), sim.syncs - before))
+        return ids, step
+
+    monkeypatch.setattr(decoding, "speculative_step", counted)
+    return per_step
+
+
+DRAFTER_SYNCS = {  # host syncs per step, the verifier's included (the drafters' docstrings)
+    "lookup": lambda gamma, drafted: 2,  # the host mirror's read of the new tokens
+    "lookup, else draft": lambda gamma, drafted: 2,
+    "heuristic γ": lambda gamma, drafted: 1,
+    "confidence": lambda gamma, drafted: 1 + min(drafted, max(gamma - 1, 0)),  # per stop decision
+}
+
+
+@pytest.mark.parametrize("kind", ["none", "host", "device"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("name", list(DRAFTER_SYNCS))
+def test_every_drafter_syncs_as_its_docstring_says(
+    pair, reference, sim, monkeypatch, kind, temperature, name
+) -> None:
+    vocab = pair.vocab_size
+    sampling = SAMPLED if temperature else {"temperature": 0.0}
+
+    def model_drafter(**kw):
+        return drafters.ModelDrafter(sessions.open_session(pair.draft, vocab), **kw)
+
+    drafter = {
+        "lookup": lambda: drafters.PromptLookupDrafter(vocab),
+        "lookup, else draft": lambda: drafters.LookupThenModel(model_drafter()),
+        "heuristic γ": lambda: drafters.HeuristicGamma(model_drafter()),
+        "confidence": lambda: model_drafter(confidence_threshold=0.3),
+    }[name]()
+    per_step = _chain_steps(sim, monkeypatch)
+    out = decoding.speculative_generate(
+        pair.target, drafter, PROMPT, 16, 4, generator=_generator(sim, kind), **sampling
+    )
+    assert per_step
+    for gamma, drafted, syncs in per_step:
+        assert syncs == DRAFTER_SYNCS[name](gamma, drafted), per_step
+    if name == "confidence":  # the stop is exercised: some step stops early
+        assert any(0 < d < g for g, d, _ in per_step), per_step
+    if temperature == 0:
+        assert out.tokens.tolist() == reference
+
+
 @pytest.mark.parametrize("kind", ["none", "host", "device"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_token_trees_and_the_head_run_on_the_device(
