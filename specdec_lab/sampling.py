@@ -165,8 +165,15 @@ def sample(
 
 
 def cdf_dtype(device: torch.device) -> torch.dtype:
-    """float64, which keeps the rounding of a cumulative sum ~1e-16 per token (MPS has none)."""
-    return torch.float32 if device.type == "mps" else torch.float64
+    """float64, which keeps the rounding of a cumulative sum ~1e-16 per token, where the device
+    has it (`float64_on`); float32 on MPS."""
+    return torch.float64 if float64_on(device) else torch.float32
+
+
+def float64_on(device: torch.device | str) -> bool:
+    """Whether `device` computes in float64: every device but Apple's MPS ("MPS framework
+    doesn't support float64"). The package's one question about it: ask here, not `.type`."""
+    return torch.device(device).type != "mps"
 
 
 def uniforms(

@@ -18,6 +18,11 @@ While `Simulation.active()` is on:
 - factories called with the stand-in device (`torch.zeros(3, device=DEVICE)`) make device
   tensors; `Simulation.to_device(module)` moves a model's parameters and buffers.
 
+`Simulation(flavour="mps")` stands in for Apple's MPS: a float64 tensor on the device raises,
+as "the MPS framework doesn't support float64" does. Its device is still "meta" (a wrapper
+reporting "mps" trips PyTorch's device guards on a build without MPS), so the one question the
+package asks about MPS, `sampling.float64_on(device)`, is answered for it: False.
+
 What it is not: nothing runs asynchronously, and there are no kernels; timings mean nothing.
 `torch.inference_mode` runs as `no_grad` while the simulation is on (a wrapper subclass cannot be
 an inference tensor). It changes nothing outside `active()`.
@@ -33,9 +38,14 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from specdec_lab import env
+from specdec_lab import env, sampling
 
 DEVICE = torch.device("meta")
+FLAVOURS = ("accelerator", "mps")
+MPS_FLOAT64 = (
+    "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+    "Please use float32 instead."
+)
 aten = torch.ops.aten
 INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default}
 HOST_READS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"}
@@ -48,6 +58,9 @@ class DeviceTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor) -> DeviceTensor:
+        sim = Simulation.current
+        if sim is not None and sim.flavour == "mps" and elem.dtype == torch.float64:
+            raise TypeError(MPS_FLOAT64)
         out = torch.Tensor._make_wrapper_subclass(
             cls,
             elem.size(),
@@ -173,11 +186,16 @@ def _wrap(x):
 
 
 class Simulation:
-    """One simulated accelerator. `syncs` counts host syncs; `reasons` says what each was."""
+    """One simulated accelerator. `syncs` counts host syncs; `reasons` says what each was.
 
-    current: Simulation
+    flavour: "accelerator" (CUDA's rules) or "mps" (those, and no float64 on the device)."""
 
-    def __init__(self) -> None:
+    current: Simulation | None = None
+
+    def __init__(self, flavour: str = "accelerator") -> None:
+        if flavour not in FLAVOURS:
+            raise ValueError(f"flavour must be one of {FLAVOURS}, got {flavour!r}")
+        self.flavour = flavour
         self.reasons: list[str] = []
 
     @property
@@ -196,6 +214,14 @@ class Simulation:
     def to_device(self, module: torch.nn.Module) -> torch.nn.Module:
         """Move `module`'s parameters and buffers to the stand-in device (tied weights stay
         tied). Returns the module."""
+        previous, Simulation.current = Simulation.current, self  # this flavour's tensors
+        try:
+            self._move(module)
+        finally:
+            Simulation.current = previous
+        return module
+
+    def _move(self, module: torch.nn.Module) -> None:
         moved: dict[int, torch.nn.Parameter] = {}
         for sub in module.modules():
             for name, p in list(sub._parameters.items()):
@@ -206,13 +232,12 @@ class Simulation:
             for name, b in list(sub._buffers.items()):
                 if b is not None:
                     sub._buffers[name] = DeviceTensor(b)
-        return module
 
     @contextlib.contextmanager
     def active(self) -> Iterator[Simulation]:
-        Simulation.current = self
+        previous, Simulation.current = Simulation.current, self
         real_tensor = torch.tensor
-        real_generator = env.generator
+        real_generator, real_float64_on = env.generator, sampling.float64_on
         mode = torch.autograd.grad_mode.inference_mode
         real_enter, real_exit = mode.__enter__, mode.__exit__
 
@@ -236,11 +261,18 @@ class Simulation:
         def exit_(ctx, *exc):
             torch.set_grad_enabled(ctx.previous)
 
-        torch.tensor, env.generator = tensor, generator
+        def float64_on(device) -> bool:  # the package's one question about MPS
+            if self.flavour == "mps" and torch.device(device) == DEVICE:
+                return False
+            return real_float64_on(device)
+
+        torch.tensor, env.generator, sampling.float64_on = tensor, generator, float64_on
         mode.__enter__, mode.__exit__ = enter, exit_
         try:
             with _GeneratorCheck(), _DeviceOps(self):
                 yield self
         finally:
             torch.tensor, env.generator = real_tensor, real_generator
+            sampling.float64_on = real_float64_on
             mode.__enter__, mode.__exit__ = real_enter, real_exit
+            Simulation.current = previous

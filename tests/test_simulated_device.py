@@ -9,7 +9,7 @@ import pytest
 import torch
 from simulated_device import DEVICE, DeviceTensor, Simulation
 
-from specdec_lab import decoding, drafters, env, heads, tree
+from specdec_lab import decoding, drafters, env, heads, sampling, tree
 from specdec_lab.engine import sessions
 from specdec_lab.measure import bench
 from specdec_lab.models import load_pair, pairs, save_tiny_pair
@@ -39,6 +39,23 @@ def test_the_simulation_enforces_one_device_and_counts_syncs() -> None:
         assert isinstance(torch.rand(3, generator=sim.generator(0), device=DEVICE), DeviceTensor)
         with pytest.raises(RuntimeError, match="generator"):
             torch.rand(3, generator=sim.generator(0))  # a device generator drawing on the host
+
+
+def test_the_mps_flavour_refuses_float64_on_the_device() -> None:
+    sim = Simulation(flavour="mps")
+    with sim.active():
+        x = torch.zeros(3, device=DEVICE)
+        assert isinstance(x, DeviceTensor) and sampling.cdf_dtype(x.device) == torch.float32
+        for make in (
+            lambda: torch.zeros(3, device=DEVICE, dtype=torch.float64),
+            lambda: x.double(),
+            lambda: x.cumsum(0, dtype=torch.float64),
+            lambda: torch.ones(3, dtype=torch.float64).to(DEVICE),
+        ):
+            with pytest.raises(TypeError, match="float64"):
+                make()
+        assert torch.ones(3, dtype=torch.float64).sum().dtype == torch.float64  # the host has it
+    assert sampling.cdf_dtype(DEVICE) == torch.float64  # only while the MPS flavour is on
 
 
 # ------------------------------------------------------------------ the loops on the device
@@ -302,6 +319,62 @@ def test_token_trees_sync_a_bounded_number_of_times_per_level(
         assert syncs <= 2 * depth + 6, per_step
     if temperature == 0:
         assert out.tokens.tolist() == reference
+
+
+@pytest.fixture()
+def mps(pair):
+    """The pair on the MPS flavour of the simulator (no float64 on the device)."""
+    sim = Simulation(flavour="mps")
+    with sim.active():
+        sim.to_device(pair.target)
+        sim.to_device(pair.draft)
+        yield sim
+
+
+@pytest.mark.parametrize("kind", ["none", "host", "device"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_the_loops_run_on_mps_without_float64(pair, reference, mps, kind, temperature) -> None:
+    """Every decoding loop on a device without float64: a float64 tensor there would raise."""
+    sampling = SAMPLED if temperature else {"temperature": 0.0}
+    vocab = pair.vocab_size
+    runs = {
+        "autoregressive": lambda g: decoding.autoregressive_generate(
+            pair.target, PROMPT, 16, generator=g, vocab_size=vocab, **sampling
+        ),
+        "chain": lambda g: decoding.speculative_generate(
+            pair.target, pair.draft, PROMPT, 16, 3, generator=g, vocab_size=vocab, **sampling
+        ),
+        "chain, hf": lambda g: decoding.speculative_generate(
+            pair.target,
+            pair.draft,
+            PROMPT,
+            16,
+            3,
+            generator=g,
+            vocab_size=vocab,
+            runtime="hf",
+            **sampling,
+        ),
+        "lookup, else draft": lambda g: decoding.speculative_generate(
+            pair.target,
+            drafters.LookupThenModel(
+                drafters.ModelDrafter(sessions.open_session(pair.draft, vocab))
+            ),
+            PROMPT,
+            16,
+            4,
+            generator=g,
+            **sampling,
+        ),
+        "tree": lambda g: tree.tree_speculative_generate(
+            pair.target, pair.draft, PROMPT, 16, (3, 2), generator=g, vocab_size=vocab, **sampling
+        ),
+    }
+    for name, run in runs.items():
+        out = run(_generator(mps, kind))
+        assert type(out.tokens) is torch.Tensor and out.tokens.shape == (16,), name
+        if temperature == 0:
+            assert out.tokens.tolist() == reference, name
 
 
 def test_the_default_dtype_is_native_to_the_device(monkeypatch) -> None:
