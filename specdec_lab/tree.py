@@ -276,8 +276,11 @@ def verify_tree_on_device(
         best, next_tokens = p_logits.max(-1)  # (1 + N,) argmax's first-maximum rule
         for level, k in enumerate(widths):
             lo, width = starts[level], sizes[level]
-            kids = tokens[lo + width - 1 : lo + width - 1 + width * k].view(width, k)
-            choices.append(_first_true(kids == next_tokens[lo : lo + width, None]))
+            nodes = slice(lo + width - 1, lo + width - 1 + width * k)  # the level below
+            match = tokens[nodes].view(width, k) == next_tokens[lo : lo + width, None]  # (W, k)
+            if tree.alive is not None:  # (a greedy draft has no empty slots)
+                match &= tree.alive.to(device)[nodes].view(width, k)
+            choices.append(_first_true(match))
         no = torch.zeros((), dtype=torch.bool, device=device)
         flags = torch.stack([no, torch.isnan(best).any(), no, no])
     else:

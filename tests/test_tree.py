@@ -110,6 +110,82 @@ def test_without_replacement_q_rows() -> None:
     assert sorted(candidates.tolist()) == [1, 2] and q.shape == (2, 3)  # only 2 tokens have mass
 
 
+def test_sibling_slots_draw_what_torch_multinomial_draws() -> None:
+    q = _random_probs(torch.Generator().manual_seed(3), 4, 50)  # (W, V) full support
+    kids, rows, alive = tree.draw_sibling_slots(q, 3, torch.Generator().manual_seed(7))
+    g = torch.Generator().manual_seed(7)
+    expected = torch.stack([torch.multinomial(row, 3, replacement=False, generator=g) for row in q])
+    assert torch.equal(kids, expected) and bool(alive.all())
+    for w in range(4):
+        torch.testing.assert_close(rows[w], verify.without_replacement_q(q[w], kids[w]))
+    # Less support than slots: the tokens with mass first, then empty slots (q row zero).
+    q = torch.tensor([[0.0, 0.7, 0.0, 0.3], [0.25, 0.25, 0.25, 0.25]])
+    kids, rows, alive = tree.draw_sibling_slots(q, 3, torch.Generator().manual_seed(0))
+    assert alive.tolist() == [[True, True, False], [True, True, True]]
+    assert sorted(kids[0, :2].tolist()) == [1, 3] and not rows[0, 2].any()
+
+
+def _level_tree(g, widths, vocab, support=None):
+    """A random tree with a fixed layout, as `build_tree` drafts it (empty slots included)."""
+    parents, frontier, qs, tokens, alive = [], [-1], [], [], []
+    for k in widths:
+        q = _random_probs(g, len(frontier), vocab)
+        if support is not None:  # only the first `support` tokens of each row have mass
+            q[:, support:] = 0
+            q = q / q.sum(-1, keepdim=True)
+        kids, rows, live = tree.draw_sibling_slots(q, k, g)
+        first = len(parents)
+        parents += [node for node in frontier for _ in range(kids.shape[1])]
+        tokens.append(kids.reshape(-1))
+        qs.append(rows.reshape(-1, vocab))
+        alive.append(live.reshape(-1))
+        frontier = list(range(first, len(parents)))
+    return tree.TokenTree(
+        torch.cat(tokens), parents, torch.cat(qs), torch.cat(alive), tuple(widths)
+    )
+
+
+@pytest.mark.parametrize("widths", [(1,), (3,), (2, 2), (3, 1, 1), (2, 3, 1)])
+def test_tree_walk_on_device_matches_the_reference_walks(widths) -> None:
+    g = torch.Generator().manual_seed(0)
+    greedy, one_hot = SamplingConfig(0.0), SamplingConfig(1.0)
+    for trial in range(30):
+        t = _level_tree(g, widths, 6, support=2 if trial % 2 else None)
+        n = t.tokens.shape[0]
+        logits = torch.randn(1 + n, 6, generator=g)
+        logits[:, 0] += 0.5 * trial % 3  # now and then a long accepted path
+        verdict = tree.verify_tree_on_device(t, logits, greedy)
+        path, nxt = tree.tree_greedy(t, logits)
+        assert (verdict.path, verdict.next_token) == (path, int(nxt))
+        assert verdict.accepted.tolist() == t.path_tokens(path)
+        # A one-hot target makes sampling deterministic: both walks follow it exactly.
+        p_logits = torch.full((1 + n, 6), -1e9).scatter_(1, logits.argmax(-1, keepdim=True), 0.0)
+        verdict = tree.verify_tree_on_device(t, p_logits, one_hot, g)
+        p = torch.softmax(p_logits, -1)
+        path, nxt = tree.tree_sample(t, p, g)
+        assert (verdict.path, verdict.next_token) == (path, int(nxt))
+        branch = list(path)
+        while (node := t.first_child(branch[-1] if branch else -1)) is not None:
+            branch.append(node)
+        assert verdict.branch == t.path_tokens(branch)
+
+
+def test_tree_verification_on_device_follows_p_with_empty_slots() -> None:
+    """One level of 3 slots over a q with 2 tokens of mass: the emitted token follows p."""
+    q = torch.tensor([0.6, 0.4, 0.0, 0.0, 0.0, 0.0])
+    g = torch.Generator().manual_seed(0)
+    n = stats.samples_needed(tol=0.04, delta=DELTA, n_outcomes=6)
+    outcomes = []
+    for _ in range(n):
+        kids, rows, alive = tree.draw_sibling_slots(q[None], 3, g)
+        t = tree.TokenTree(kids[0], [-1] * 3, rows[0], alive[0], (3,))
+        logits = torch.cat([P.log()[None], torch.zeros(3, 6)])  # row 0: p after the root
+        verdict = tree.verify_tree_on_device(t, logits, SamplingConfig(1.0), g)
+        outcomes.append(verdict.branch[0] if verdict.path else verdict.next_token)
+    check = stats.check_against_law(outcomes, P, DELTA)
+    assert check.passed, check
+
+
 # ------------------------------------------------------------------ the walk, without models
 def test_tree_walks() -> None:
     # Root children a=0 (node 0) and b=1 (node 1); node 0 has child 2 (node 2).
