@@ -203,7 +203,7 @@ def speculative_step(
     # 4. Roll both caches back to what they have seen of the accepted sequence.
     target.crop(ids.shape[0] - 1)
     drafter.crop(ids.shape[0] - 1)
-    drafter.update(g, verdict.n)  # adaptive drafters learn from the outcome (HeuristicGamma)
+    drafter.update(verdict.drafted, verdict.n, verdict.next_token)  # no sync: host ints
     return ids, Step(verdict.drafted, verdict.n, verdict.next_token)
 
 

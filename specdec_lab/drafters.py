@@ -54,8 +54,11 @@ class Drafter:
     def reserve(self, positions: int) -> None:
         """A call will hold at most `positions` tokens: preallocate a cache if there is one."""
 
-    def update(self, drafted: int, accepted: int) -> None:
-        """The outcome of the step this drafter drafted for (adaptive drafters learn from it)."""
+    def update(self, drafted: list[int], accepted: int, token: int) -> None:
+        """The outcome of the step this drafter drafted for, as the verifier read it in the
+        step's one sync: the drafts (host ints), how many were kept, and the target's token that
+        followed. Adaptive drafters learn from it; drafters that read the sequence on the host
+        extend their copy with it, so they never read the device."""
 
 
 class _Completed(Drafter):
@@ -103,6 +106,9 @@ class Wrapper(Drafter):
 
     def crop(self, length: int) -> None:
         self.drafter.crop(length)
+
+    def update(self, drafted: list[int], accepted: int, token: int) -> None:
+        self.drafter.update(drafted, accepted, token)
 
     def reserve(self, positions: int) -> None:
         self.drafter.reserve(positions)
@@ -204,22 +210,29 @@ class HeuristicGamma(Wrapper):
     def propose(self, ids, gamma, cfg, generator):
         return self.drafter.propose(ids, min(gamma, self.gamma), cfg, generator)
 
-    def update(self, drafted: int, accepted: int) -> None:
+    def update(self, drafted: list[int], accepted: int, token: int) -> None:
+        super().update(drafted, accepted, token)
         if not drafted:
             return  # nothing drafted, nothing learned (transformers would add 2 here)
-        self.gamma = self.gamma + 2 if accepted == drafted else max(1, self.gamma - 1)
+        self.gamma = self.gamma + 2 if accepted == len(drafted) else max(1, self.gamma - 1)
 
 
 class HostMirror:
     """The sequence a drafter is shown, kept on the host, for drafters that read tokens (an
-    n-gram table). `read(ids)` copies only the tail it has not seen: one host sync per call on
-    an accelerator, whatever the tail's length, and none on the CPU, where `ids` is already on
-    the host. `crop` follows the loop's rollback, so the mirror stays a prefix of the sequence
-    (were it ever stale, the drafts would be worse, never wrong: they are one-hot either way).
+    n-gram table). `read(ids)` copies the tail it has not seen (one host sync, on the prompt);
+    `extend` appends what each step added, which the verifier's sync already read, so a step
+    needs no read of its own. On the CPU `ids` is on the host already and the mirror stays empty.
+    `crop` follows the loop's rollback, so the mirror stays a prefix of the sequence (were it
+    ever stale, the drafts would be worse, never wrong: they are one-hot either way).
     """
 
     def __init__(self) -> None:
         self.tokens = torch.empty(0, dtype=torch.long)
+
+    def extend(self, tokens: list[int]) -> None:
+        """Append tokens the host already knows (the step's outcome): no sync."""
+        if self.tokens.numel():  # empty until a read: nothing to mirror on the CPU
+            self.tokens = torch.cat([self.tokens, torch.tensor(tokens, dtype=torch.long)])
 
     def read(self, ids: torch.Tensor) -> torch.Tensor:
         if ids.device.type == "cpu":
@@ -241,11 +254,11 @@ class PromptLookupDrafter(Drafter):
 
     (Notebook 02's exercise drafter takes the *most recent* occurrence of one fixed n instead.)
 
-    The table is read on the host: on an accelerator `propose` mirrors the sequence there
-    (`HostMirror`), reading only the tokens added since its last call, in ONE host sync per
-    step, and copies its proposal back without blocking. A step with prompt lookup therefore
-    makes two host syncs, this one and the verifier's; one would need the loop to hand the
-    drafter the tokens the verifier already read.
+    The table is read on the host: on an accelerator the drafter mirrors the sequence there
+    (`HostMirror`): it reads the prompt once, then extends the mirror with each step's outcome,
+    which the loop hands it (`update`) from the verifier's one sync, and copies its proposals to
+    the device without blocking. A step with prompt lookup makes the verifier's sync and no
+    other.
     """
 
     def __init__(self, vocab_size: int, max_ngram: int = 3) -> None:
@@ -279,6 +292,9 @@ class PromptLookupDrafter(Drafter):
 
     def crop(self, length: int) -> None:
         self.mirror.crop(length)
+
+    def update(self, drafted: list[int], accepted: int, token: int) -> None:
+        self.mirror.extend([*drafted[:accepted], token])  # what the step appended
 
     def lookup(self, ids: torch.Tensor, gamma: int, min_ngram: int = 1) -> torch.Tensor:
         """The continuation of the longest, leftmost earlier match of the sequence's tail
@@ -318,8 +334,9 @@ class LookupThenModel(Wrapper):
     unchanged. Lookup pays off when the text repeats itself: code, and every greedy continuation
     of a target that loops (the embedded one does: the bench prints the repeated 4-grams).
 
-    Host syncs: the lookup's one per step (see `PromptLookupDrafter`), which also decides on the
-    host whether the model drafts; the model drafter adds none. Two per step with the verifier's.
+    Host syncs: none of its own per step. The lookup runs on its host mirror (see
+    `PromptLookupDrafter`), which also decides on the host whether the model drafts; the model
+    drafter adds none. One per step, the verifier's.
     """
 
     def __init__(self, model, lookup: PromptLookupDrafter | None = None, min_ngram: int = 2):
@@ -344,6 +361,10 @@ class LookupThenModel(Wrapper):
     def crop(self, length: int) -> None:
         self.lookup.crop(length)
         self.drafter.crop(length)
+
+    def update(self, drafted: list[int], accepted: int, token: int) -> None:
+        self.lookup.update(drafted, accepted, token)
+        self.drafter.update(drafted, accepted, token)
 
 
 def one_hot(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:

@@ -109,11 +109,11 @@ def test_heuristic_gamma_ignores_steps_that_drafted_nothing(pair) -> None:
     out = decoding.speculative_generate(target, schedule, [1, 2], 12, 8, temperature=0)
     assert out.tokens.tolist() == _greedy(target, 12)
     assert schedule.gamma == 3  # transformers 5.x would be at 3 + 2·12 = 27 here
-    schedule.update(0, 0)
+    schedule.update([], 0, 7)
     assert schedule.gamma == 3
-    schedule.update(2, 2)  # the rule itself is unchanged
+    schedule.update([4, 5], 2, 7)  # the rule itself is unchanged
     assert schedule.gamma == 5
-    schedule.update(2, 1)
+    schedule.update([4, 5], 1, 7)
     assert schedule.gamma == 4
 
 

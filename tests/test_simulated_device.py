@@ -196,11 +196,11 @@ def _chain_steps(sim, monkeypatch) -> list[tuple[int, int, int]]:
     return per_step
 
 
-DRAFTER_SYNCS = {  # host syncs per step, the verifier's included (the drafters' docstrings)
-    "lookup": lambda gamma, drafted: 2,  # the host mirror's read of the new tokens
-    "lookup, else draft": lambda gamma, drafted: 2,
-    "heuristic γ": lambda gamma, drafted: 1,
-    "confidence": lambda gamma, drafted: 1 + min(drafted, max(gamma - 1, 0)),  # per stop decision
+DRAFTER_SYNCS = {  # host syncs of step i, the verifier's included (the drafters' docstrings)
+    "lookup": lambda i, gamma, drafted: 1 + (i == 0),  # the host mirror reads the prompt once
+    "lookup, else draft": lambda i, gamma, drafted: 1 + (i == 0),
+    "heuristic γ": lambda i, gamma, drafted: 1,
+    "confidence": lambda i, gamma, drafted: 1 + min(drafted, max(gamma - 1, 0)),  # per decision
 }
 
 
@@ -227,8 +227,8 @@ def test_every_drafter_syncs_as_its_docstring_says(
         pair.target, drafter, PROMPT, 16, 4, generator=_generator(sim, kind), **sampling
     )
     assert per_step
-    for gamma, drafted, syncs in per_step:
-        assert syncs == DRAFTER_SYNCS[name](gamma, drafted), per_step
+    for i, (gamma, drafted, syncs) in enumerate(per_step):
+        assert syncs == DRAFTER_SYNCS[name](i, gamma, drafted), per_step
     if name == "confidence":  # the stop is exercised: some step stops early
         assert any(0 < d < g for g, d, _ in per_step), per_step
     if temperature == 0:
