@@ -435,15 +435,13 @@ def tree_step(
     The Step reports the branch that was followed: the accepted nodes, then the first-drawn
     child below the last one (if any), so `n_accepted` and `bonus` mean what they mean in a chain.
 
-    Host syncs on an accelerator: at most **2 per level + 6** per step. The step's own code
-    makes ONE, whatever the depth, branching, temperature or generator: the tree is drafted on
-    the device with a fixed layout (`build_tree`), verified there (`verify_tree_on_device`), and
-    the verdict comes back in one read. The rest are the sessions' (`engine.sessions`), which
-    build each tree forward's attention mask (and, for transformers, its position ids) from
-    `parents` on the host and copy it over with a blocking copy: the lean runtime one per tree
-    forward (depth + 1) and at most two per `keep_branch` (four in all); transformers' two per
-    tree forward. (tests/test_simulated_device.py pins both numbers.) A learner's
-    `verify_siblings` or `siblings` runs as written, node by node, with its own host syncs.
+    Host syncs on an accelerator: **one** per step, whatever the depth, branching, temperature
+    or generator. The tree is drafted on the device with a fixed layout (`build_tree`), verified
+    there (`verify_tree_on_device`), and the verdict comes back in one read. The sessions build
+    each tree forward's attention mask and positions from `parents` on the host (the layout is
+    known there) and copy them without waiting for the device (tests/test_simulated_device.py
+    pins the count). A learner's `verify_siblings` or `siblings` runs as written, node by node,
+    with its own host syncs.
     """
     # 1. Draft a tree.
     tree = build_tree(draft, ids, branching, cfg, generator, siblings)

@@ -215,8 +215,9 @@ class HFSession(_SessionBase):
         t0 = self._start()
         out = self._forward(
             torch.cat([tail.to(self.device), tree_tokens.long().to(self.device)])[None],
-            attention_mask=mask[None, None].to(self.device),  # (1, 1, t + N, past + t + N)
-            position_ids=positions[None].to(self.device),
+            # built on the host from the tree's shape, copied without waiting for the device
+            attention_mask=mask[None, None].to(self.device, non_blocking=True),
+            position_ids=positions[None].to(self.device, non_blocking=True),
         )  # (t + N, V)
         self._count(t0)
         self.cache.crop(-n)  # forget the tree; transformers 5.x: a negative count to remove
@@ -332,7 +333,7 @@ class LeanSession(_SessionBase):
             torch.cat([tail.to(self.device), tree_tokens[fed:].long().to(self.device)]),
             self.cache,
             positions,  # on the host: the forward reads their maximum to size its RoPE table
-            allowed.to(self.device),
+            allowed.to(self.device, non_blocking=True),  # the tree's shape: no wait
         )  # (t + n - fed, d)
         rows = self.lean.logits(h[max(t - 1, 0) :], self.vocab_size).float()
         self._count(t0)
@@ -343,8 +344,9 @@ class LeanSession(_SessionBase):
     def keep_branch(self, nodes: list[int]) -> None:
         """Keep the accepted branch's cache entries as sequence positions: no re-feed."""
         fed = [i for i in nodes if i < self.tree_fed]  # a branch's fed nodes form a prefix
-        self.cache.keep(self.cached, torch.tensor(fed, dtype=torch.long, device=self.device))
-        kept = self.tree_tokens[fed].to(self._seen.device, self._seen.dtype)
+        rows = torch.tensor(fed, dtype=torch.long).to(self.device, non_blocking=True)
+        self.cache.keep(self.cached, rows)
+        kept = self.tree_tokens[rows].to(self._seen.device, self._seen.dtype)
         self._seen = torch.cat([self._seen[: self.cached], kept])
         self.cached += len(fed)
         self.tree_fed = 0
