@@ -51,7 +51,7 @@ def breaks_even(alpha: float, c: float) -> bool:
     verifying γ+1 tokens costs one target forward (the paper's assumption, verify_cost = 1).
 
     Leviathan Cor. 3.9 gives the "if" direction (α > c ⇒ γ = 1 already gains); "only if" also
-    holds under that assumption, since (1 − α^(γ+1))/(1 − α) ≤ 1 + γα < 1 + γc when α ≤ c. With a
+    holds under that assumption, since (1 − α^(γ+1))/(1 − α) ≤ 1 + γα ≤ 1 + γc when α ≤ c. With a
     measured verify_cost r > 1, γ = 1 gains only when α > c + r − 1: use `speedup` instead.
     """
     _check(alpha, None, c)
