@@ -225,12 +225,12 @@ class Simulation:
         moved: dict[int, torch.nn.Parameter] = {}
         for sub in module.modules():
             for name, p in list(sub._parameters.items()):
-                if p is not None:
+                if p is not None and not isinstance(p, DeviceTensor):  # there already: stays
                     if id(p) not in moved:
                         moved[id(p)] = torch.nn.Parameter(DeviceTensor(p.data), requires_grad=False)
                     sub._parameters[name] = moved[id(p)]
             for name, b in list(sub._buffers.items()):
-                if b is not None:
+                if b is not None and not isinstance(b, DeviceTensor):
                     sub._buffers[name] = DeviceTensor(b)
 
     @contextlib.contextmanager
