@@ -223,3 +223,20 @@ def test_readme_speed_table_is_the_recorded_one() -> None:
     start, end = readme.index(bench.README_START), readme.index(bench.README_END)
     record = records.load_results(data.RESULTS_DIR / "bench-cpu-embedded-code.json")
     assert readme[start + len(bench.README_START) : end].strip() == bench.markdown_table(record)
+
+
+def test_bench_runs_the_runtimes_it_is_told(monkeypatch) -> None:
+    """`--runtimes lean` times our rows on the lean forward only (a slow target's bench halves)."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(pair, prompts, cfg):
+        seen["runtimes"] = cfg.runtimes
+        raise Stop
+
+    monkeypatch.setattr(bench, "run_bench", capture)
+    with pytest.raises(Stop):
+        main(["bench", "--smoke", "--runtimes", "lean"])
+    assert seen["runtimes"] == ("lean",)

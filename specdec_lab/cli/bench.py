@@ -27,6 +27,13 @@ def main(argv: list[str] | None = None) -> int:
         "--temperatures", type=float, nargs="*", default=list(bench.BenchConfig.temperatures)
     )
     parser.add_argument("--seed", type=int, default=bench.BenchConfig.seed)
+    parser.add_argument(
+        "--runtimes",
+        nargs="+",
+        choices=["lean", "hf"],
+        default=list(bench.BenchConfig.runtimes),
+        help="runtimes of our rows, the first the reference for speedups (default: lean hf)",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI and dry runs")
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' own generate")
     parser.add_argument(
@@ -67,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         domain=args.domain,
         temperatures=tuple(args.temperatures),
         seed=args.seed,
+        runtimes=tuple(args.runtimes),
     )
 
     device = env.default_device()
