@@ -378,6 +378,8 @@ def exercise_2_1(
     def guaranteed(d: float, dl: float, k: int, n: int) -> float:
         return stats.power_lower_bound(d, stats.tv_tolerance(n, dl, k), n, k)
 
+    forbidden = {"samples_needed": (stats, "samples_needed")}
+    guard = refuse_delegation("2.1", samples_to_catch, forbidden, "the sizing")
     for d, dl, k in [
         (0.12, 1e-6, 27),
         (0.2, 1e-3, 6),
@@ -385,7 +387,8 @@ def exercise_2_1(
         (0.3, 0.01, 2),
         (0.08, 1e-4, 16),
     ]:
-        n = int(_call("2.1", samples_to_catch, d, dl, k))
+        with guard:
+            n = int(_call("2.1", samples_to_catch, d, dl, k))
         assert guaranteed(d, dl, k, n) >= 1 - dl, (
             f"Exercise 2.1: samples_to_catch({d}, {dl}, {k}) = {n}, but with {n} samples the bound "
             f"only guarantees a catch with probability {guaranteed(d, dl, k, n):.6f}: too few"
@@ -395,7 +398,8 @@ def exercise_2_1(
             f"{n - 1} samples already guarantee {guaranteed(d, dl, k, n - 1):.6f}"
         )
     require_prediction("2.1", prediction, SIZE_CHOICES)
-    n_catch = int(samples_to_catch(2 * tol, delta, n_outcomes))
+    with guard:
+        n_catch = int(samples_to_catch(2 * tol, delta, n_outcomes))
     truth = "smaller" if n_catch < n_seq else "equal" if n_catch == n_seq else "larger"
     print(
         f"to surely catch a bug 2t = {2 * tol} away: N = {n_catch}; N_SEQ = {n_seq}: {truth} "
@@ -409,7 +413,8 @@ def exercise_2_1(
     bug_law = p_law.copy()
     bug_law[p_law.argmax()] -= d
     bug_law[p_law.argmin()] += d
-    n = int(samples_to_catch(d, dl, len(p_law)))
+    with guard:
+        n = int(samples_to_catch(d, dl, len(p_law)))
     rng = np.random.default_rng(21)
     caught = {}
     for size in (n, n // 4):
@@ -689,8 +694,11 @@ def exercise_4_1(
 ) -> float | None:
     """Exercise 4.1 on worked cases, then α* for the measured (γ, c, r) of draft-prose next to
     its α̂ (`alpha`) and its measured speedup on the clock (`measured_gain`)."""
+    forbidden = {"alpha_from_tokens_per_call": (theory, "alpha_from_tokens_per_call")}
+    guard = refuse_delegation("4.1", break_even_alpha, forbidden, "the inversion")
     for g, cc, rr in [(1, 0.2, 1.0), (4, 0.25, 1.2), (3, 0.1, 1.0), (8, 0.05, 1.5), (2, 0.3, 1.3)]:
-        got = _call("4.1", break_even_alpha, g, cc, rr)
+        with guard:
+            got = _call("4.1", break_even_alpha, g, cc, rr)
         assert got is not None and 0 <= got <= 1, (
             f"Exercise 4.1: γ={g}, c={cc}, r={rr} breaks even at some α in [0, 1], got {got}"
         )
@@ -705,7 +713,8 @@ def exercise_4_1(
     got = _call("4.1", break_even_alpha, 4, 1.0, 1.2)
     assert got is None, f"Exercise 4.1: γc + r = 5.2 > γ + 1 = 5: no α breaks even, got {got}"
     require_prediction("4.1", prediction, SPEED_CHOICES)
-    star = break_even_alpha(gamma, c, r)
+    with guard:
+        star = break_even_alpha(gamma, c, r)
     verdict = "faster" if star is not None and alpha > star else "slower"
     shown = "none" if star is None else f"{star:.3f}"
     print(

@@ -16,9 +16,13 @@ from specdec_lab.proof import stats
 # --- Exercise 2.1: samples to catch a bug d away ---------------------------------------------
 
 
+def _needed(tolerance, delta, n_outcomes):
+    return math.ceil((n_outcomes * math.log(2) + math.log(1 / delta)) / (2 * tolerance**2))
+
+
 def tolerance_d(distance, delta, n_outcomes):
     """Sizes the check for tolerance d, forgetting that the sample itself strays by up to t."""
-    return stats.samples_needed(distance, delta, n_outcomes)
+    return _needed(distance, delta, n_outcomes)
 
 
 def rounds_down(distance, delta, n_outcomes):
@@ -28,7 +32,12 @@ def rounds_down(distance, delta, n_outcomes):
 
 def splits_delta(distance, delta, n_outcomes):
     """Spends δ/2 on each side: safe, but not the smallest N."""
-    return stats.samples_needed(distance / 2, delta / 2, n_outcomes)
+    return _needed(distance / 2, delta / 2, n_outcomes)
+
+
+def library_call(distance, delta, n_outcomes):
+    """Right, but by calling the library's own sizing: the exercise is to derive it."""
+    return stats.samples_needed(distance / 2, delta, n_outcomes)
 
 
 # --- Exercise 2.2: prompt lookup ----------------------------------------------------------------
@@ -142,6 +151,7 @@ WRONG_ANSWERS = {
         "sized for tolerance d": {"samples_to_catch": tolerance_d},
         "rounds down": {"samples_to_catch": rounds_down},
         "splits δ in two (not the smallest)": {"samples_to_catch": splits_delta},
+        "calls stats.samples_needed": {"samples_to_catch": library_call},
     },
     "2.2": {
         **{

@@ -8,6 +8,16 @@ See `specdec_lab.course.exercises` for the format.
 from specdec_lab import theory
 
 
+def _invert(tokens, gamma):
+    """α with E[tokens](α) = tokens, by bisection (what a student writes; the check refuses the
+    library's `theory.alpha_from_tokens_per_call`)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if theory.expected_tokens(mid, gamma) < tokens else (lo, mid)
+    return (lo + hi) / 2
+
+
 def alpha_equals_c(gamma, c, r=1.0):
     """Corollary 3.9 applied blindly: α* = c (true only for γ = 1 and free verification)."""
     return c
@@ -16,13 +26,13 @@ def alpha_equals_c(gamma, c, r=1.0):
 def ignores_verify_cost(gamma, c, r=1.0):
     """Solves E[tokens](α) = γc + 1: the paper's free verification, whatever r was measured."""
     cost = gamma * c + 1
-    return None if cost >= gamma + 1 else theory.alpha_from_tokens_per_call(cost, gamma)
+    return None if cost >= gamma + 1 else _invert(cost, gamma)
 
 
 def forgets_the_target_token(gamma, c, r=1.0):
     """Solves E[accepted drafts](α) = γc + r: the notation trap (drops the +1)."""
     cost = gamma * c + r + 1
-    return None if cost >= gamma + 1 else theory.alpha_from_tokens_per_call(cost, gamma)
+    return None if cost >= gamma + 1 else _invert(cost, gamma)
 
 
 def off_by_one_gamma(gamma, c, r=1.0):
@@ -30,7 +40,7 @@ def off_by_one_gamma(gamma, c, r=1.0):
     cost = gamma * c + r
     if cost >= gamma:
         return None
-    return theory.alpha_from_tokens_per_call(cost, gamma - 1) if gamma > 1 else 0.0
+    return _invert(cost, gamma - 1) if gamma > 1 else 0.0
 
 
 def _fit_alpha(tokens_per_call):
@@ -74,12 +84,21 @@ def naive_alpha(tokens_per_call, t_draft, t_target):
     return theory.optimal_gamma(alpha, t_draft / t_target)
 
 
+def library_inversion(gamma, c, r=1.0):
+    """Right, but by calling the library's inversion: the exercise is to invert E[tokens]."""
+    cost = gamma * c + r
+    if cost >= gamma + 1:
+        return None
+    return 0.0 if cost <= 1 else theory.alpha_from_tokens_per_call(cost, gamma)
+
+
 WRONG_ANSWERS = {
     "4.1": {  # two answer names: the prediction stays as the student left it
         "α* = c": {"break_even_alpha": alpha_equals_c},
         "ignores the verification cost r": {"break_even_alpha": ignores_verify_cost},
         "forgets the target's token (+1)": {"break_even_alpha": forgets_the_target_token},
         "off-by-one γ": {"break_even_alpha": off_by_one_gamma},
+        "calls theory.alpha_from_tokens_per_call": {"break_even_alpha": library_inversion},
     },
     "4.2": {
         "c upside down": inverted_c,
