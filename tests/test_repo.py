@@ -43,3 +43,13 @@ def test_readme_lists_every_notebook_and_the_two_commands() -> None:
 
 def test_ci_runs_the_readme_test_command() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_shipped_models_fit_their_cap() -> None:
+    """data/models/ (what a clone downloads; the resumable training states are git-ignored)
+    stays within 80 MB."""
+    shipped = [
+        f for f in (ROOT / "data" / "models").rglob("*") if f.is_file() and f.suffix != ".pt"
+    ]
+    total = sum(f.stat().st_size for f in shipped)
+    assert shipped and total <= 80e6, f"{total / 1e6:.1f} MB in data/models/"
