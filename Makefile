@@ -21,7 +21,7 @@ LAB = $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --port=$(JUPYTER_PORT)
 .PHONY: help lab workshop-lab git-filter test lint browser-test demo bench clean workshop site smollm2
 
 help:  ## list the commands
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 # No kernel is registered: the notebooks name `python3`, which a `jupyter` from .venv/bin starts
 # with this same .venv/bin/python.
@@ -68,6 +68,7 @@ lint: $(STAMP)  ## ruff (code and notebooks), committed notebooks stripped, stud
 	$(BIN)/python scripts/section_budget.py >/dev/null  # every core section fits its minutes; README agenda current
 
 demo: $(STAMP)  ## speculative decoding in the terminal, with accepted and corrected tokens colored
+	-@$(MAKE) --no-print-directory $(SMOLLM2)
 	$(BIN)/python -m specdec_lab demo
 
 bench: $(STAMP)  ## side-by-side speed benchmark; writes data/results/
