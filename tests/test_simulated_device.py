@@ -94,6 +94,22 @@ def _generator(sim: Simulation, kind: str):
     ]
 
 
+def _generate(generate, shape, pair, sim, kind: str, runtime: str, temperature: float):
+    """16 tokens after PROMPT with `generate` (a chain's γ or a tree's branching: `shape`)."""
+    sampling = SAMPLED if temperature else {"temperature": 0.0}
+    return generate(
+        pair.target,
+        pair.draft,
+        PROMPT,
+        16,
+        shape,
+        generator=_generator(sim, kind),
+        vocab_size=pair.vocab_size,
+        runtime=runtime,
+        **sampling,
+    )
+
+
 def _steps_with_syncs(sim, monkeypatch) -> list[int]:
     """Host syncs of every speculative step of the next generation, step by step."""
     per_step, real = [], decoding.speculative_step
@@ -115,18 +131,7 @@ def test_speculative_decoding_syncs_once_per_step(
     pair, reference, sim, monkeypatch, runtime, kind, temperature
 ) -> None:
     per_step = _steps_with_syncs(sim, monkeypatch)
-    sampling = SAMPLED if temperature else {"temperature": 0.0}
-    out = decoding.speculative_generate(
-        pair.target,
-        pair.draft,
-        PROMPT,
-        16,
-        3,
-        generator=_generator(sim, kind),
-        vocab_size=pair.vocab_size,
-        runtime=runtime,
-        **sampling,
-    )
+    out = _generate(decoding.speculative_generate, 3, pair, sim, kind, runtime, temperature)
     assert per_step and set(per_step) == {1}, per_step
     assert type(out.tokens) is torch.Tensor, "Generation.tokens comes back on the host"
     if temperature == 0:
@@ -301,17 +306,8 @@ def test_token_trees_sync_once_per_step(
     """`tree.tree_step`'s docstring: one host sync per step (the verdict), none in the
     sessions (their masks and positions are copied without waiting)."""
     per_step = _tree_steps_with_syncs(sim, monkeypatch)
-    sampling = SAMPLED if temperature else {"temperature": 0.0}
-    out = tree.tree_speculative_generate(
-        pair.target,
-        pair.draft,
-        PROMPT,
-        16,
-        branching,
-        generator=_generator(sim, kind),
-        vocab_size=pair.vocab_size,
-        runtime=runtime,
-        **sampling,
+    out = _generate(
+        tree.tree_speculative_generate, branching, pair, sim, kind, runtime, temperature
     )
     assert per_step
     assert {(syncs, in_sessions) for _, syncs, in_sessions in per_step} == {(1, 0)}, per_step
