@@ -37,7 +37,6 @@ from specdec_lab.measure import profiling, records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, run from anywhere
 import gpu_device_checks  # noqa: E402
-from gpu_device_checks import SDPA_KERNELS  # noqa: E402, F401  (the kernels it can name)
 
 RESULTS = data.RESULTS_DIR
 

@@ -71,7 +71,9 @@ def test_gpu_dry_run(gpu_check, monkeypatch, tmp_path) -> None:
     costs = device["verify-costs"]["shapes"]["tiny-1M"]
     assert len(costs["lean"]) == len(costs["hf"]) == len(device["verify-costs"]["ks"])
     assert "aten::" in device["step-profile"]["step_table"]
-    assert set(device["step-profile"]["verify_sdpa_kernels"]) <= set(gpu_check.SDPA_KERNELS)
+    assert set(device["step-profile"]["verify_sdpa_kernels"]) <= set(
+        gpu_check.gpu_device_checks.SDPA_KERNELS
+    )
 
 
 def test_notebooks_run_as_plain_python_and_report_the_first_error(gpu_check, tmp_path) -> None:

@@ -33,10 +33,7 @@ def test_lean_logits_equal_transformers_in_float32(target) -> None:
     assert torch.allclose(lean.logits(ids), hf.logits(ids), atol=2e-4, rtol=1e-4)
 
 
-@pytest.mark.skipif(
-    not (smollm2.CACHE_DIR.parent.parent / "models" / "smollm2-draft").is_dir(),
-    reason="the distilled draft is not in data/models/",
-)
+@pytest.mark.skipif(not smollm2.pair_available(), reason="no smollm2-draft in data/models/")
 def test_the_local_pair_loads_with_its_own_draft() -> None:
     pair = load_pair("smollm2-local", device="cpu", dtype="float32")
     assert pair.vocab_size == 49152

@@ -71,7 +71,7 @@ def _mock_setup():
 
 def default_pair() -> str:
     """SmolLM2 and its draft where both are here (real text), else the embedded pair."""
-    if smollm2.is_cached() and (MODELS_DIR / "smollm2-draft" / "config.json").exists():
+    if smollm2.pair_available():
         return "smollm2-local"
     return "embedded"
 

