@@ -262,84 +262,124 @@ def verify_tree_on_device(
     use fresh, independent ones, so the output law is `tree_sample`'s (the draws are not).
     Raises ValueError, after the sync, for NaN or invalid inputs, as the chain's verifier does.
     """
-    widths, device = tree.widths, p_logits.device
+    widths = tree.widths
     if widths is None:
         raise ValueError("verify_tree_on_device needs a tree drafted level by level (widths)")
-    vocab = p_logits.shape[-1]
-    starts, sizes = [0], [1]  # level ℓ occupies rows starts[ℓ] ... + sizes[ℓ] (row 1 + i: node i)
-    for k in widths:
-        starts.append(starts[-1] + sizes[-1])
-        sizes.append(sizes[-1] * k)
-    tokens = tree.tokens.to(device)  # (N,)
-    choices = []  # per level: (W,) index of the accepted child, k if none
+    levels = _levels(widths)
+    tokens = tree.tokens.to(p_logits.device)  # (N,)
     if cfg.greedy:
-        best, next_tokens = p_logits.max(-1)  # (1 + N,) argmax's first-maximum rule
-        for level, k in enumerate(widths):
-            lo, width = starts[level], sizes[level]
-            nodes = slice(lo + width - 1, lo + width - 1 + width * k)  # the level below
-            match = tokens[nodes].view(width, k) == next_tokens[lo : lo + width, None]  # (W, k)
-            if tree.alive is not None:  # (a greedy draft has no empty slots)
-                match &= tree.alive.to(device)[nodes].view(width, k)
-            choices.append(_first_true(match))
-        no = torch.zeros((), dtype=torch.bool, device=device)
-        flags = torch.stack([no, torch.isnan(best).any(), no, no])
+        choices, next_tokens, flags = _greedy_levels(tree, tokens, p_logits, levels)
     else:
-        p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p, check=False)
-        q_probs = tree.q_probs.to(device)  # (N, V)
-        alive = tree.alive.to(device) if tree.alive is not None else None
-        left = []  # per level: (W, V) what each node samples from when no child is accepted
-        for level, k in enumerate(widths):
-            lo, width = starts[level], sizes[level]
-            nodes = slice(lo + width - 1, lo + width - 1 + width * k)  # the level below
-            x = tokens[nodes].view(width, k, 1)
-            q = q_probs[nodes].view(width, k, vocab)
-            live = alive[nodes].view(width, k) if alive is not None else None
-            coins = rand(width, k, generator=generator, device=device)  # (W, k)
-            p, accepted = p_probs[lo : lo + width], []  # (W, V) normalised
-            for i in range(k):  # multi_draft_sample, for every node of the level at once
-                q_i = q[:, i]  # (W, V)
-                take = coins[:, i] * q_i.gather(1, x[:, i])[:, 0] < p.gather(1, x[:, i])[:, 0]
-                residual = (p - q_i).clamp_min(0)  # residual_distribution, its guard included
-                mass = residual.sum(-1, keepdim=True)
-                after = torch.where(mass > 0, residual / mass, p / p.sum(-1, keepdim=True))
-                if live is not None:
-                    take &= live[:, i]
-                    after = torch.where(live[:, i, None], after, p)  # an empty slot: no round
-                accepted.append(take)
-                p = after
-            choices.append(_first_true(torch.stack(accepted, 1)))
-            left.append(p)
-        left.append(p_probs[starts[-1] :])  # the leaves: the bonus sample from p
-        weights = torch.cat(left)  # (1 + N, V)
-        u = uniforms(weights.shape[0], generator, device)  # (1 + N, 1)
-        next_tokens = inverse_cdf(weights.cumsum(-1, dtype=cdf_dtype(device)), u)  # (1 + N,)
-        flags = _tree_flags(tokens, q_probs, p_probs, alive)
-    # The walk, still on the device: a fixed number of levels, no branch on a device value.
-    choice = torch.cat([*choices, torch.zeros(sizes[-1], dtype=torch.long, device=device)])
-    row = torch.zeros((), dtype=torch.long, device=device)  # the root
-    going = torch.ones((), dtype=torch.bool, device=device)
-    rows, steps = [], []
-    for level, k in enumerate(widths):
-        a = choice.index_select(0, row[None])[0]  # 0-d, no sync (index_select, not choice[row])
-        going = going & (a < k)
-        child = starts[level + 1] + (row - starts[level]) * k + a.clamp_max(k - 1)
-        row = torch.where(going, child, row)
-        rows.append(row)
-        steps.append(going)
-    path_rows = torch.stack(rows) if rows else tokens.new_zeros(0)  # (depth,) the first n:
-    n = torch.stack(steps).sum() if steps else tokens.new_zeros(())  # the accepted path
+        choices, next_tokens, flags = _sampled_levels(
+            tree, tokens, p_logits, cfg, generator, levels
+        )
+    n, row, path_rows = _walk_levels(choices, widths, levels, tokens)
     token = next_tokens.index_select(0, row[None])[0]  # 0-d
     accepted = tokens.index_select(0, (path_rows - 1).clamp_min(0))  # (depth,)
     outcome = torch.cat([n[None], token[None], path_rows, tokens, flags.long()])
     n_host, token_host, *rest = outcome.tolist()  # THE host sync of the verification
-    depth = len(widths)
     if any(rest[-4:]):
-        raise_for(rest[-4:], tokens, vocab)
+        raise_for(rest[-4:], tokens, p_logits.shape[-1])
     path = [r - 1 for r in rest[:n_host]]
-    branch, node, host_tokens = list(path), path[-1] if path else -1, rest[depth:-4]
+    branch, node, host_tokens = list(path), path[-1] if path else -1, rest[len(widths) : -4]
     while (node := tree.first_child(node)) is not None:
         branch.append(node)
     return TreeVerdict(path, token_host, [host_tokens[i] for i in branch], accepted[:n_host], token)
+
+
+_Levels = list[tuple[int, int, slice]]  # per level: (first row, W nodes, their children)
+
+
+def _levels(widths: tuple[int, ...]) -> _Levels:
+    """Per level ℓ of a fixed-layout tree: (lo, W, children). Its W nodes are rows lo .. lo + W − 1
+    of the target's (1 + N, V) scores (row 1 + i: node i; the root is row 0), and their W·k
+    children, node by node, are the tree nodes `children` (the level below)."""
+    levels, lo, width = [], 0, 1
+    for k in widths:
+        levels.append((lo, width, slice(lo + width - 1, lo + width - 1 + width * k)))
+        lo, width = lo + width, width * k
+    levels.append((lo, width, slice(0)))  # the leaves, which have no children
+    return levels
+
+
+def _greedy_levels(
+    tree: TokenTree, tokens: torch.Tensor, p_logits: torch.Tensor, levels: _Levels
+) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """Per level, (W,) the first child equal to the target's argmax (k if none); the argmax
+    after every row (1 + N,); the four input flags (only NaN can be wrong when greedy)."""
+    best, next_tokens = p_logits.max(-1)  # (1 + N,) argmax's first-maximum rule
+    choices = []
+    for (lo, width, nodes), k in zip(levels, tree.widths, strict=False):
+        match = tokens[nodes].view(width, k) == next_tokens[lo : lo + width, None]  # (W, k)
+        if tree.alive is not None:  # (a greedy draft has no empty slots)
+            match &= tree.alive.to(tokens.device)[nodes].view(width, k)
+        choices.append(_first_true(match))
+    no = torch.zeros((), dtype=torch.bool, device=tokens.device)
+    return choices, next_tokens, torch.stack([no, torch.isnan(best).any(), no, no])
+
+
+def _sampled_levels(
+    tree: TokenTree,
+    tokens: torch.Tensor,
+    p_logits: torch.Tensor,
+    cfg: SamplingConfig,
+    generator: torch.Generator | None,
+    levels: _Levels,
+) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """Per level, (W,) the child accepted by recursive rejection sampling (k if none); one token
+    per row (1 + N,) from what is left there (the last residual; p at a leaf, the bonus); the
+    four input flags."""
+    device, vocab = tokens.device, p_logits.shape[-1]
+    p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p, check=False)
+    q_probs = tree.q_probs.to(device)  # (N, V)
+    alive = tree.alive.to(device) if tree.alive is not None else None
+    choices, left = [], []  # left, per level: (W, V) what each node samples from at the end
+    for (lo, width, nodes), k in zip(levels, tree.widths, strict=False):
+        x = tokens[nodes].view(width, k, 1)
+        q = q_probs[nodes].view(width, k, vocab)
+        live = alive[nodes].view(width, k) if alive is not None else None
+        coins = rand(width, k, generator=generator, device=device)  # (W, k)
+        p, accepted = p_probs[lo : lo + width], []  # (W, V) normalised
+        for i in range(k):  # multi_draft_sample, for every node of the level at once
+            q_i = q[:, i]  # (W, V)
+            take = coins[:, i] * q_i.gather(1, x[:, i])[:, 0] < p.gather(1, x[:, i])[:, 0]
+            residual = (p - q_i).clamp_min(0)  # residual_distribution, its guard included
+            mass = residual.sum(-1, keepdim=True)
+            after = torch.where(mass > 0, residual / mass, p / p.sum(-1, keepdim=True))
+            if live is not None:
+                take &= live[:, i]
+                after = torch.where(live[:, i, None], after, p)  # an empty slot: no round
+            accepted.append(take)
+            p = after
+        choices.append(_first_true(torch.stack(accepted, 1)))
+        left.append(p)
+    left.append(p_probs[levels[-1][0] :])  # the leaves: the bonus sample from p
+    weights = torch.cat(left)  # (1 + N, V)
+    u = uniforms(weights.shape[0], generator, device)  # (1 + N, 1)
+    next_tokens = inverse_cdf(weights.cumsum(-1, dtype=cdf_dtype(device)), u)  # (1 + N,)
+    return choices, next_tokens, _tree_flags(tokens, q_probs, p_probs, alive)
+
+
+def _walk_levels(
+    choices: list[torch.Tensor], widths: tuple[int, ...], levels: _Levels, tokens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The walk from the root, still on the device: a fixed number of levels, no branch on a
+    device value. Returns n (0-d, the accepted path's length), the row it stops at (0-d) and
+    the rows it went through (depth,), of which the first n are the accepted path."""
+    device = tokens.device
+    choice = torch.cat([*choices, torch.zeros(levels[-1][1], dtype=torch.long, device=device)])
+    row = torch.zeros((), dtype=torch.long, device=device)  # the root
+    going = torch.ones((), dtype=torch.bool, device=device)
+    rows, steps = [], []
+    for (lo, _, _), (next_lo, _, _), k in zip(levels, levels[1:], widths, strict=False):
+        a = choice.index_select(0, row[None])[0]  # 0-d, no sync (index_select, not choice[row])
+        going = going & (a < k)
+        row = torch.where(going, next_lo + (row - lo) * k + a.clamp_max(k - 1), row)
+        rows.append(row)
+        steps.append(going)
+    path_rows = torch.stack(rows) if rows else tokens.new_zeros(0)  # (depth,)
+    n = torch.stack(steps).sum() if steps else tokens.new_zeros(())
+    return n, row, path_rows
 
 
 def _first_true(flags: torch.Tensor) -> torch.Tensor:
