@@ -443,26 +443,37 @@ def exercise_2_2(ngram_drafter: type, length: int = 3, tol: float = 0.06, delta:
         "transformers_lookup": None,
     }
     guard = refuse_delegation("2.2", ngram_drafter, forbidden, "the lookup")
+    _check_lookup_cases(ngram_drafter, guard)
+    _check_lookup_against_transformers(ngram_drafter, guard)
+    check = _check_lookup_law(ngram_drafter, length, tol, delta)
+    print("Exercise 2.2: correct!")
+    return check
+
+
+def _lookup_proposal(
+    drafter: Any, ids: list[int], gamma: int, guard: refuse_delegation
+) -> list[int]:
+    """The drafter's proposal after `ids` (the answer runs inside `guard`), checked for shape,
+    dtype and its one-hot q."""
     cfg = sampling.SamplingConfig(temperature=1.0)
+    with guard:
+        tokens, q = _call("2.2", drafter.propose, torch.tensor(ids), gamma, cfg, None)
+    assert isinstance(tokens, torch.Tensor) and tokens.dtype == torch.long, (
+        f"Exercise 2.2: tokens must be a LongTensor, got {tokens!r}"
+    )
+    assert tokens.dim() == 1 and len(tokens) <= gamma, (
+        f"Exercise 2.2: at most γ = {gamma} tokens of shape (γ',), got shape {tuple(tokens.shape)}"
+    )
+    one_hot = torch.nn.functional.one_hot(tokens, drafter.vocab_size).float()  # (γ', V)
+    assert isinstance(q, torch.Tensor) and q.shape == one_hot.shape and torch.equal(q, one_hot), (
+        f"Exercise 2.2: q_probs must be one-hot on the proposed tokens {tokens.tolist()} "
+        f"(shape {tuple(one_hot.shape)}): the drafter is deterministic; got {q!r}"
+    )
+    return tokens.tolist()
 
-    def proposal(drafter: Any, ids: list[int], gamma: int) -> list[int]:
-        with guard:
-            tokens, q = _call("2.2", drafter.propose, torch.tensor(ids), gamma, cfg, None)
-        assert isinstance(tokens, torch.Tensor) and tokens.dtype == torch.long, (
-            f"Exercise 2.2: tokens must be a LongTensor, got {tokens!r}"
-        )
-        assert tokens.dim() == 1 and len(tokens) <= gamma, (
-            f"Exercise 2.2: at most γ = {gamma} tokens of shape (γ',), got shape {tuple(tokens.shape)}"
-        )
-        one_hot = torch.nn.functional.one_hot(tokens, drafter.vocab_size).float()  # (γ', V)
-        assert (
-            isinstance(q, torch.Tensor) and q.shape == one_hot.shape and torch.equal(q, one_hot)
-        ), (
-            f"Exercise 2.2: q_probs must be one-hot on the proposed tokens {tokens.tolist()} "
-            f"(shape {tuple(one_hot.shape)}): the drafter is deterministic; got {q!r}"
-        )
-        return tokens.tolist()
 
+def _check_lookup_cases(ngram_drafter: type, guard: refuse_delegation) -> None:
+    """Hand-made sequences, each with the rule it tests; then `calls` counts the proposals."""
     for ids, max_n, want, why in [
         ([2, 4, 0, 1, 2, 3, 9, 0, 1, 2], 3, [3, 9, 0], "the 3-gram (0, 1, 2) occurred before"),
         (
@@ -475,15 +486,19 @@ def exercise_2_2(ngram_drafter: type, length: int = 3, tol: float = 0.06, delta:
         ([5, 1, 6, 2, 1], 2, [6, 2, 1], "(2, 1) never occurred: back off to the 1-gram (1,)"),
         ([0, 1, 2], 2, [], "nothing occurred before: propose nothing"),
     ]:
-        got = proposal(ngram_drafter(10, max_n=max_n), ids, 3)
+        got = _lookup_proposal(ngram_drafter(10, max_n=max_n), ids, 3, guard)
         assert got == want, (
             f"Exercise 2.2: after {ids} with max_n = {max_n}, expected {want} ({why}), got {got}"
         )
     counted = ngram_drafter(10, max_n=2)
-    proposal(counted, [0, 1, 0], 2), proposal(counted, [0, 1, 0, 1], 2)
+    _lookup_proposal(counted, [0, 1, 0], 2, guard)
+    _lookup_proposal(counted, [0, 1, 0, 1], 2, guard)
     assert counted.calls == 2, f"Exercise 2.2: two calls to propose, but calls = {counted.calls}"
 
-    case = torch.Generator().manual_seed(22)  # random sequences, compared with transformers
+
+def _check_lookup_against_transformers(ngram_drafter: type, guard: refuse_delegation) -> None:
+    """300 random sequences, vocabularies, max_n and γ: the same proposal as transformers'."""
+    case = torch.Generator().manual_seed(22)
     for _ in range(300):
         vocab = int(torch.randint(2, 5, (), generator=case))
         size = int(torch.randint(2, 15, (), generator=case))
@@ -491,7 +506,7 @@ def exercise_2_2(ngram_drafter: type, length: int = 3, tol: float = 0.06, delta:
         max_n = int(torch.randint(1, 4, (), generator=case))
         gamma = int(torch.randint(1, 5, (), generator=case))
         got, want = (
-            proposal(ngram_drafter(vocab, max_n=max_n), ids, gamma),
+            _lookup_proposal(ngram_drafter(vocab, max_n=max_n), ids, gamma, guard),
             drafters.transformers_lookup(ids, gamma, max_n),
         )
         assert got == want, (
@@ -499,7 +514,9 @@ def exercise_2_2(ngram_drafter: type, length: int = 3, tol: float = 0.06, delta:
             f"{want}, you propose {got}"
         )
 
-    # The real test: the law of whole outputs, as in §2, with the n-gram table as the draft.
+
+def _check_lookup_law(ngram_drafter: type, length: int, tol: float, delta: float):
+    """The real test: the law of whole outputs, as in §2, with the n-gram table as the draft."""
     target = mock.MockLM(3, sharpness=2.0, seed=0)
     prompt = decoding.autoregressive_generate(target, [0], 9, temperature=0).tokens  # repetitive
     law = stats.exact_sequence_law(target, prompt, length)
@@ -521,7 +538,6 @@ def exercise_2_2(ngram_drafter: type, length: int = 3, tol: float = 0.06, delta:
     assert sum(pooled.gammas) > 0 and sum(pooled.accepted) > 0, (
         "Exercise 2.2: the drafter never proposed (or never had accepted) a token on a repetitive prompt"
     )
-    print("Exercise 2.2: correct!")
     return check
 
 
