@@ -27,7 +27,7 @@ import json
 import math
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -35,11 +35,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from specdec_lab import models
-from specdec_lab.course.corpus import (
-    DOMAINS,
-    MAX_POSITIONS,
-)
-from specdec_lab.data import CORPUS_DIR
+from specdec_lab.course.corpus import MAX_POSITIONS
+from specdec_lab.data import CORPUS_DIR, DOMAINS
 from specdec_lab.measure import profiling
 from specdec_lab.measure.profiling import ModelShape
 from specdec_lab.verify import acceptance_rate
@@ -71,17 +68,17 @@ class TrainConfig:
     eval_windows: int = 32
     seed: int = 0
     threads: int = 2
-    bf16_autocast: bool = True  # bf16 matmuls on CPUs that have them (~1.5x); fp32 master weights
+    bf16_autocast: bool = True  # bf16 matmuls on CPUs that have them; fp32 master weights
 
 
 PRESETS: dict[str, ModelShape] = {
     shape.name: shape
     for shape in [
-        # ~10.7M parameters, deep and narrow: about 10 ms per single-token forward on a 2-core
-        # CPU, where batch-1 latency is dominated by per-layer overhead, so depth sets the cost
-        # ratio c. The vocabulary comes from the tokenizer (`model_config`).
+        # ~10.7M parameters, deep and narrow: on a CPU batch-1 latency is dominated by
+        # per-layer overhead, so depth sets the cost ratio c (measured in the model card,
+        # data/models/README.md). The vocabulary comes from the tokenizer (`model_config`).
         ModelShape("target", 256, 12, 4, 704, tie_embeddings=True),
-        # ~1M parameters: about 6x cheaper per forward than the target (c ~ 0.17).
+        # ~1M parameters, 2 layers to the target's 12: a small c.
         ModelShape("draft", 128, 2, 4, 384, tie_embeddings=True),
         # Same shape as "draft"; the training recipe (prose only) is what differs.
         ModelShape("draft-prose", 128, 2, 4, 384, tie_embeddings=True),
@@ -288,6 +285,19 @@ def distill_loss(
     return cfg.distill_weight * kl + (1 - cfg.distill_weight) * ce, ce
 
 
+@dataclass
+class TrainState:
+    """Where a run is: optimizer steps and tokens so far, the training CE of each step (the
+    last 200 survive a checkpoint), the curve logged at each checkpoint, and the seconds it
+    had trained before this process started (non-zero once resumed)."""
+
+    step: int = 0
+    seen: int = 0
+    losses: list[float] = field(default_factory=list)
+    curve: list[dict[str, float]] = field(default_factory=list)
+    elapsed: float = 0.0
+
+
 def train_model(
     model,
     tokenizer,
@@ -312,72 +322,101 @@ def train_model(
     if teacher is not None:
         teacher.eval()
     budget_s = cfg.minutes * 60 if cfg.minutes else math.inf
-    tokens_per_step = cfg.batch_size * cfg.context
     state_path = Path(f"{out_dir}.state.pt") if out_dir is not None else None
-    step, seen, losses, curve, done_s = 0, 0, [], [], 0.0
+    run = TrainState()
     if resume and state_path is not None and state_path.exists():
-        state = torch.load(state_path, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        gen.set_state(state["gen"])
-        step, seen, losses, curve, done_s = (
-            state[k] for k in ("step", "seen", "losses", "curve", "elapsed")
-        )
-        print(f"resumed from {state_path}: step {step}, {seen:,} tokens, {done_s / 60:.1f} min")
-    t_start = time.perf_counter() - done_s
+        run = load_train_state(state_path, model, opt, gen)
+    t_start = time.perf_counter() - run.elapsed
     last_ckpt = time.perf_counter()
-
-    def checkpoint() -> None:
-        save_model(model, tokenizer, out_dir)
-        elapsed = time.perf_counter() - t_start
-        curve.append({"s": round(elapsed), "tokens": seen, "ce": statistics.fmean(losses[-50:])})
-        state = {"model": model.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state()}
-        state |= {"step": step, "seen": seen, "losses": losses[-200:], "curve": curve}
-        torch.save(state | {"elapsed": elapsed}, f"{state_path}.tmp")
-        Path(f"{state_path}.tmp").replace(state_path)  # atomic: a kill never corrupts it
-
     bar = tqdm(total=1000, desc="train", unit="‰", disable=not progress)
     while True:
-        elapsed = time.perf_counter() - t_start
-        prog = elapsed / budget_s
+        prog = (time.perf_counter() - t_start) / budget_s
         if cfg.tokens:
-            prog = max(prog, seen / cfg.tokens)
+            prog = max(prog, run.seen / cfg.tokens)
         if prog >= 1.0:
             break
         lr = lr_at(prog, cfg)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        model.train()
-        batch = sample_batch(train_tokens, cfg.batch_size, cfg.context, gen)  # (B, T+1)
-        loss, ce = distill_loss(model, teacher, batch, cfg)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        step += 1
-        seen += tokens_per_step
-        losses.append(ce.item())
+        train_step(model, teacher, train_tokens, opt, gen, cfg, lr, run)
         bar.n = min(1000, int(prog * 1000))
-        bar.set_postfix(step=step, ce=f"{statistics.fmean(losses[-20:]):.3f}", lr=f"{lr:.1e}")
+        bar.set_postfix(
+            step=run.step, ce=f"{statistics.fmean(run.losses[-20:]):.3f}", lr=f"{lr:.1e}"
+        )
         bar.refresh()
         if out_dir is not None and time.perf_counter() - last_ckpt > cfg.checkpoint_minutes * 60:
-            checkpoint()
+            save_train_state(model, tokenizer, out_dir, opt, gen, run, t_start)
             last_ckpt = time.perf_counter()
     bar.n = 1000
     bar.close()
     wall = time.perf_counter() - t_start
     model.eval()
     if out_dir is not None:
-        checkpoint()
+        save_train_state(model, tokenizer, out_dir, opt, gen, run, t_start)
+    losses = run.losses
     return {
-        "curve": curve,
-        "steps": step,
-        "tokens_seen": seen,
+        "curve": run.curve,
+        "steps": run.step,
+        "tokens_seen": run.seen,
         "wall_s": round(wall, 1),
-        "tokens_per_s": round(seen / max(wall, 1e-9), 1),
+        "tokens_per_s": round(run.seen / max(wall, 1e-9), 1),
         "first_train_ce": round(statistics.fmean(losses[:10]), 4) if losses else None,
         "final_train_ce": round(statistics.fmean(losses[-50:]), 4) if losses else None,
     }
+
+
+def train_step(
+    model,
+    teacher,
+    train_tokens: torch.Tensor,
+    opt: torch.optim.Optimizer,
+    gen: torch.Generator,
+    cfg: TrainConfig,
+    lr: float,
+    run: TrainState,
+) -> None:
+    """One optimizer step at learning rate `lr` on a random batch; `run` counts it."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    model.train()
+    batch = sample_batch(train_tokens, cfg.batch_size, cfg.context, gen)  # (B, T+1)
+    loss, ce = distill_loss(model, teacher, batch, cfg)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    opt.step()
+    run.step += 1
+    run.seen += cfg.batch_size * cfg.context
+    run.losses.append(ce.item())
+
+
+def save_train_state(
+    model, tokenizer, out_dir: Path, opt, gen: torch.Generator, run: TrainState, t_start: float
+) -> None:
+    """Save the model to `out_dir`, log a point of the curve, and write the full training state
+    to `<out_dir>.state.pt` (atomically: a kill never corrupts it). `t_start`: the
+    `time.perf_counter()` the run's clock counts from."""
+    save_model(model, tokenizer, out_dir)
+    elapsed = time.perf_counter() - t_start
+    run.curve.append(
+        {"s": round(elapsed), "tokens": run.seen, "ce": statistics.fmean(run.losses[-50:])}
+    )
+    state = {"model": model.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state()}
+    state |= {"step": run.step, "seen": run.seen, "losses": run.losses[-200:], "curve": run.curve}
+    state_path = Path(f"{out_dir}.state.pt")
+    torch.save(state | {"elapsed": elapsed}, f"{state_path}.tmp")
+    Path(f"{state_path}.tmp").replace(state_path)
+
+
+def load_train_state(state_path: Path, model, opt, gen: torch.Generator) -> TrainState:
+    """Restore the model, optimizer and generator saved by `save_train_state`; where the run was."""
+    state = torch.load(state_path, weights_only=False)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    gen.set_state(state["gen"])
+    run = TrainState(*(state[k] for k in ("step", "seen", "losses", "curve", "elapsed")))
+    print(
+        f"resumed from {state_path}: step {run.step}, {run.seen:,} tokens, {run.elapsed / 60:.1f} min"
+    )
+    return run
 
 
 def update_log(log_path: Path, name: str, entry: dict[str, object]) -> None:
