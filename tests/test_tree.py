@@ -8,7 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specdec_lab import decoding, theory, tree, verify
-from specdec_lab.engine.sessions import HFSession, open_session, tree_path
+from specdec_lab.engine.sessions import HFSession, open_session, tree_branch
 from specdec_lab.proof import broken, mock, stats
 from specdec_lab.sampling import SamplingConfig, sample
 
@@ -275,7 +275,7 @@ def test_tree_attention_matches_separate_forwards(llamas) -> None:
     with torch.no_grad():
         expected = [target(ids[None]).logits[0, -1]]
         for node in range(5):
-            full = tree_path(ids, t.tokens, t.parents, node)  # ids, then the root-to-node tokens
+            full = torch.cat([ids, t.tokens[tree_branch(t.parents, node)]])  # ids, root to node
             expected.append(target(full[None]).logits[0, -1])
     torch.testing.assert_close(rows, torch.stack(expected), atol=1e-5, rtol=1e-5)
     assert session.cached == 5 and session.cache.get_seq_length() == 5  # the tree was dropped

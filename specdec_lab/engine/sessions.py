@@ -411,11 +411,6 @@ def tree_branch(parents: list[int], node: int) -> list[int]:
     return branch[::-1]
 
 
-def tree_path(ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int], node: int):
-    """The sequence `ids` followed by the tokens from the root down to `node`: (L + depth,)."""
-    return torch.cat([ids, tree_tokens[tree_branch(parents, node)].long()])
-
-
 def vocab_size_of(model) -> int:
     """The size of a model's output vocabulary (mock or transformers)."""
     if hasattr(model, "vocab_size") and not _is_hf(model):
