@@ -50,16 +50,14 @@ def run_timed(
 ) -> tuple[decoding.Generation, float]:
     """Decoding of `n_new` tokens after `ids` (greedy unless told a `temperature`): plain
     (draft None) or speculative with `draft` at `gamma`. Returns (the run, its seconds on
-    `clock`), the device synchronised."""
+    `clock`, through `timer`)."""
     kw = dict(temperature=temperature, generator=generator, vocab_size=pair.vocab_size)
-    env.synchronize(pair.device)
-    start = clock()
-    if draft is None:
-        run = decoding.autoregressive_generate(pair.target, ids, n_new, **kw)
-    else:
-        run = decoding.speculative_generate(pair.target, draft, ids, n_new, gamma, **kw)
-    env.synchronize(pair.device)
-    return run, clock() - start
+    with timer(pair.device, clock) as sw:
+        if draft is None:
+            run = decoding.autoregressive_generate(pair.target, ids, n_new, **kw)
+        else:
+            run = decoding.speculative_generate(pair.target, draft, ids, n_new, gamma, **kw)
+    return run, sw.seconds
 
 
 def timed_runs(
@@ -145,7 +143,8 @@ def forward_costs(
 
 @dataclass(frozen=True)
 class Timing:
-    """Per-repeat wall times in seconds; quote the `median` (robust to a noisy neighbour)."""
+    """Per-repeat times in seconds: a measurement reports `min` (the module's statistic);
+    `median` shows the spread."""
 
     samples: tuple[float, ...]
 
