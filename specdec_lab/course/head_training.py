@@ -81,8 +81,9 @@ def train_head(
 
     `feature_share` of the budget goes into the target forwards that collect features, the rest
     into AdamW steps on random batches (learning rate decaying linearly over the remaining
-    time), under bfloat16 autocast when `bf16` (about 2x faster on the CPU). Returns the head
-    (float32, eval mode) and a log dict. The target's parameters are left as they were.
+    time), under bfloat16 autocast when `bf16` (faster on CPUs with native bf16 matmuls).
+    Returns the head (float32, eval mode) and a log dict. The target's parameters are left as
+    they were.
     """
     start = time.perf_counter()
     cfg = cfg or HeadConfig(target.config.hidden_size)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from specdec_lab.decoding import ModelDrafter
+from specdec_lab.drafters import ModelDrafter
 from specdec_lab.engine.sessions import open_session
 from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
 from specdec_lab.verify import first_rejection, residual_distribution
