@@ -19,12 +19,21 @@ def test_every_colab_cell_clones_the_documented_repository() -> None:
 
 
 def test_readme_links_use_the_documented_repository() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert "<owner>" not in readme
-    for host in ("mybinder.org/v2/gh/", "colab.research.google.com/github/"):
-        links = re.findall(re.escape(host) + r"([\w.-]+/[\w.-]+)", readme)
-        assert links and set(links) == {REPO}, (host, links)
-    assert ".github/workflows/site.yml" in readme
+    for page in ("README.md", "docs/instructors.md"):
+        text = (ROOT / page).read_text()
+        assert "<owner>" not in text
+        for host in ("mybinder.org/v2/gh/", "colab.research.google.com/github/"):
+            links = re.findall(re.escape(host) + r"([\w.-]+/[\w.-]+)", text)
+            assert links and set(links) == {REPO}, (page, host, links)
+        assert ".github/workflows/site.yml" in text, page
+    clone = re.findall(
+        r"git clone https://github.com/([\w.-]+/[\w.-]+?)(?:\.git)?\s", readme_text()
+    )
+    assert clone == [REPO]
+
+
+def readme_text() -> str:
+    return (ROOT / "README.md").read_text()
 
 
 def test_site_workflow_builds_make_site_and_deploys_it_to_pages() -> None:

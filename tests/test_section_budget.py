@@ -94,8 +94,34 @@ def test_the_course_fits_its_clock() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_readme_agenda_is_generated_from_the_notebooks() -> None:
-    assert budget.readme_agenda() == budget.agenda(budget.agenda_sections()), (
-        "README.md's workshop agenda is stale: paste `python scripts/section_budget.py --markdown`"
-        " between its agenda markers"
+def test_readme_syllabus_and_agenda_are_generated_from_the_notebooks() -> None:
+    secs = budget.agenda_sections()
+    assert budget.readme_syllabus() == budget.syllabus(secs), (
+        "README.md's syllabus is stale: run `python scripts/section_budget.py --write`"
     )
+    assert budget.readme_agenda() == budget.agenda(secs), (
+        "docs/instructors.md's workshop agenda is stale: run "
+        "`python scripts/section_budget.py --write`"
+    )
+
+
+def test_the_syllabus_links_every_notebook_and_keeps_the_agendas_times() -> None:
+    secs = budget.agenda_sections()
+    syllabus, agenda = budget.syllabus(secs), budget.agenda(secs)
+    for path in budget.notebooks(None, budget.IN_AGENDA):
+        assert f"](notebooks/{path.name})" in syllabus
+    times = [line.split("|")[1].strip() for line in syllabus.splitlines()[2:]]
+    assert times == [line.split("|")[1].strip() for line in agenda.splitlines()[2:]]
+    assert "break" in syllabus and times[-1] == agenda.splitlines()[-1].split("|")[1].strip()
+
+
+def test_write_rewrites_a_stale_table_in_place(tmp_path: Path, monkeypatch) -> None:
+    readme, instructors = tmp_path / "README.md", tmp_path / "instructors.md"
+    readme.write_text(f"intro\n{budget.SYLLABUS_START}\nold\n{budget.SYLLABUS_END}\nafter\n")
+    instructors.write_text(f"{budget.AGENDA_START}\n{budget.AGENDA_END}\n")
+    monkeypatch.setattr(budget, "README", readme)
+    monkeypatch.setattr(budget, "INSTRUCTORS", instructors)
+    assert budget.stale_tables() and sorted(budget.write_tables()) == sorted([readme, instructors])
+    assert budget.stale_tables() == [] and budget.write_tables() == []
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("\nafter\n") and "old" not in text
