@@ -4,7 +4,10 @@ Every notebook of notebooks/ is executed in order, on the CPU and offline, in me
 notebooks of the repository are never rewritten. nbconvert's HTMLExporter turns each one into a
 self-contained page (plots embedded as data URIs) with prev / index / next navigation. The landing
 page holds the introduction of README.md, a syllabus read from the notebooks (title and "You will
-learn" list) and the exercise table. Page templates and CSS live in site/.
+learn" list), the exercise table and the reference pages: every docs/*.md (glossary, formula
+sheet, ...) becomes docs/<name>.html, its links to notebooks and to other docs pages pointed at
+the site's own pages and its links to other repository files at the repository on GitHub
+(`REPO_URL` of the notebooks). Page templates and CSS live in site/.
 
     python scripts/build_site.py                 # execute and build everything
     python scripts/build_site.py --only 00 04    # a subset (navigation covers the subset)
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import html as html_lib
 import os
+import posixpath
 import re
 import shutil
 import sys
@@ -47,6 +52,86 @@ class Page:
     @property
     def href(self) -> str:
         return self.source.stem + ".html"
+
+
+@dataclass
+class DocPage:
+    source: Path  # docs/<name>.md
+    title: str
+
+    @property
+    def href(self) -> str:  # relative to the site root
+        return f"docs/{self.source.stem}.html"
+
+
+def doc_pages(docs_dir: Path) -> list[DocPage]:
+    """Every markdown page of `docs_dir`, titled by its first ``# `` heading."""
+    pages = []
+    for path in sorted(docs_dir.glob("*.md")) if docs_dir.is_dir() else []:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        title = next((x[2:].strip() for x in lines if x.startswith("# ")), path.stem)
+        pages.append(DocPage(path, title))
+    return pages
+
+
+def repo_url(notebooks: list[nbformat.NotebookNode]) -> str | None:
+    """The repository the notebooks' Colab cell clones (`REPO_URL = "..."`), or None."""
+    for nb in notebooks:
+        for cell in nb.cells:
+            found = (
+                re.search(r'REPO_URL = "([^"]+)"', cell.source)
+                if cell.cell_type == "code"
+                else None
+            )
+            if found:
+                return found[1].rstrip("/")
+    return None
+
+
+def github_slug(heading_html: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = html_lib.unescape(re.sub(r"<[^>]+>", "", heading_html)).replace("\u00b6", "").strip()
+    text = re.sub(r"[^\w\- ]", "", text.lower())
+    return text.replace(" ", "-")
+
+
+def github_anchors(html: str) -> str:
+    """Give every heading the anchor GitHub would give it too, so that links written for GitHub
+    (``page.md#the-agenda``) land on the site as well (nbconvert's ids keep the case)."""
+
+    def add(match: re.Match) -> str:
+        slug = github_slug(match[3])
+        return match[0] if slug == match[2] else f'<a id="{slug}"></a>{match[0]}'
+
+    return re.sub(r'<h([1-6]) id="([^"]*)">(.*?)</h\1>', add, html, flags=re.DOTALL)
+
+
+def site_links(
+    html: str,
+    source_dir: str,
+    page_dir: str,
+    site_paths: dict[str, str],
+    repository: str | None,
+) -> str:
+    """Point the relative links of `html` (markdown from `source_dir`, repository-relative, shown
+    at `page_dir` of the site) at the site: a file the site renders (`site_paths`, repository
+    path -> site path) links to its page, any other repository file to `repository` on GitHub."""
+
+    def point(match: re.Match) -> str:
+        href = match[1]
+        if re.match(r"^([a-z][a-z0-9+.-]*:|#|/)", href):
+            return match[0]  # absolute, or an anchor on the same page
+        path, hash_, fragment = href.partition("#")
+        target = posixpath.normpath(posixpath.join(source_dir, path)) if path else ""
+        if target in site_paths:
+            new = posixpath.relpath(site_paths[target], page_dir or ".")
+        elif repository and target and not target.startswith(".."):
+            new = f"{repository}/blob/main/{target}"
+        else:
+            return match[0]
+        return f'href="{new}{hash_}{fragment}"'
+
+    return re.sub(r'href="([^"]*)"', point, html)
 
 
 def markdown(text: str) -> str:
@@ -113,11 +198,13 @@ def build_site(
     only: list[str] | None = None,
     readme: Path = ROOT / "README.md",
     timeout: int = 900,
+    docs_dir: Path | None = None,
 ) -> list[Page]:
     """Build the site of the notebooks of `src_dir` into `out_dir`; returns the pages.
 
     `run=False` renders the notebooks as they are stored (already executed, or without outputs).
-    `only` keeps the notebooks whose name starts with one of its prefixes.
+    `only` keeps the notebooks whose name starts with one of its prefixes. `docs_dir` (default:
+    the docs/ beside `readme`) holds the markdown reference pages.
     """
     from specdec_lab.course.exercises import list_exercises
 
@@ -158,16 +245,36 @@ def build_site(
         for n, t, nb in list_exercises(src_dir)
         if nb in by_name
     ]
-    title, intro = readme_intro(readme)
-    landing = jinja2.Environment(
+    templates = jinja2.Environment(
         loader=jinja2.FileSystemLoader(SITE_SOURCES / "templates"), autoescape=False
-    ).get_template("landing.html.j2")
+    )
+    docs = doc_pages(docs_dir if docs_dir is not None else readme.parent / "docs")
+    site_paths = {f"{src_dir.name}/{page.source.name}": page.href for page in pages}
+    site_paths |= {f"docs/{doc.source.name}": doc.href for doc in docs}
+    site_paths["README.md"] = "index.html"
+    repository = repo_url(notebooks)
+    if docs:
+        (out_dir / "docs").mkdir(exist_ok=True)
+    for doc in docs:
+        body = markdown(doc.source.read_text(encoding="utf-8"))
+        body = github_anchors(site_links(body, "docs", "docs", site_paths, repository))
+        (out_dir / doc.href).write_text(
+            templates.get_template("doc.html.j2").render(
+                title=doc.title, body=body, docs=docs, mathjax_url=exporter.mathjax_url
+            ),
+            encoding="utf-8",
+        )
+
+    title, intro = readme_intro(readme)
+    intro = site_links(intro, "", "", site_paths, repository)
+    landing = templates.get_template("landing.html.j2")
     (out_dir / "index.html").write_text(
         landing.render(
             title=title,
             intro=intro,
             pages=pages,
             exercises=exercise_rows,
+            docs=docs,
             device=f"a {os.cpu_count()}-core CPU" if run else "the machine that stored them",
             built=datetime.date.today().isoformat(),
             mathjax_url=exporter.mathjax_url,

@@ -82,3 +82,45 @@ def test_site_has_a_landing_page_navigation_and_embedded_plots(tmp_path: Path) -
 
     load_builder().build_site(src, out, run=False, readme=readme, only=["01"])  # rebuilds in place
     assert not (out / "00_first.html").exists() and (out / "01_second.html").exists()
+
+
+def test_docs_pages_are_built_with_their_links_pointed_at_the_site(tmp_path: Path) -> None:
+    src, out, docs = tmp_path / "notebooks", tmp_path / "_site", tmp_path / "docs"
+    src.mkdir()
+    docs.mkdir()
+    first = executed_notebook("00 · First steps", "the first thing", plot=False)
+    first.cells.insert(0, new_code_cell('REPO_URL = "https://github.com/someone/course"'))
+    nbformat.write(first, src / "00_first.ipynb")
+    (docs / "glossary.md").write_text(
+        "# Glossary\n\n## The term\n\n**α.** See [notebook 00](../notebooks/00_first.ipynb), the "
+        "[sheet](formulas.md#the-speedup), [the code](../specdec_lab/theory.py), "
+        "[home](../README.md) and [a paper](https://arxiv.org/abs/2211.17192).\n"
+    )
+    (docs / "formulas.md").write_text("# Formula sheet\n\n## The speedup\n\n$$s = 1$$\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("# the course\n\nIntro.\n\n## Start here\n\n[glossary](docs/glossary.md)\n")
+
+    load_builder().build_site(src, out, run=False, readme=readme)
+
+    index = (out / "index.html").read_text()
+    assert {(None, "docs/glossary.html"), (None, "docs/formulas.html")} <= set(links(index))
+    assert "Formula sheet</a>" in index
+    glossary = (out / "docs" / "glossary.html").read_text()
+    hrefs = {href for _, href in links(glossary)}
+    for href in (
+        "../00_first.html",
+        "formulas.html#the-speedup",
+        "https://github.com/someone/course/blob/main/specdec_lab/theory.py",
+        "../index.html",
+        "https://arxiv.org/abs/2211.17192",
+    ):
+        assert href in hrefs, href
+    formulas = (out / "docs" / "formulas.html").read_text()
+    assert '<a id="the-speedup"></a>' in formulas  # GitHub's anchor, beside nbconvert's id
+    assert "$$s = 1$$" in formulas and 'href="../style.css"' in formulas
+
+
+def test_github_slugs_match_githubs_anchors() -> None:
+    builder = load_builder()
+    assert builder.github_slug("Binder and Colab") == "binder-and-colab"
+    assert builder.github_slug("The <code>head</code>: 0.66 M, γ = 4") == "the-head-066-m-γ--4"
