@@ -96,7 +96,7 @@ def speed_lines(record: dict) -> str:
             f"{generate['tokens_per_s']:.0f} through `generate`; the draft costs "
             f"c = {costs['lean']['c']:.2f} of a target forward on the lean one.",
             f"- **Greedy text repeats itself** ({ar_lean['repeated_4grams']:.0%} of its 4-grams), "
-            f"which flatters drafting by copying: prompt lookup gains "
+            f"which flatters drafting by copying: prompt lookup runs "
             f"{lookup0['speedup']:.2f}x greedy and {lookup1['speedup']:.2f}x at T = 1.",
         ]
     )
