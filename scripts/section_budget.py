@@ -1,6 +1,6 @@
 """The clock of the course: each notebook section's reading and code load against its minutes.
 
-Every ``##`` heading of notebooks 00-06 ends with a marker, ``(core, N min)`` or
+Every ``##`` heading of notebooks 00-07 ends with a marker, ``(core, N min)`` or
 ``(optional, N min)``. A section is its heading and every cell up to the next ``##`` heading;
 text before a notebook's first ``##`` heading counts toward its first section. For each section
 this script counts:
@@ -45,7 +45,7 @@ from specdec_lab.course import exercises  # noqa: E402
 
 WORDS_PER_MIN = 45
 LINES_PER_MIN = 6
-BUDGETED = re.compile(r"^0[0-9]_")  # notebooks whose core sections must fit the budget (00-06)
+BUDGETED = re.compile(r"^0[0-9]_")  # notebooks whose core sections must fit the budget (00-07)
 IN_AGENDA = re.compile(r"^0[0-9]_")  # notebooks in the agenda: 00, the instructor demo, too
 MARKER = re.compile(r"\((core|optional), (\d+) min\)\**\s*$")
 PLAN = re.compile(

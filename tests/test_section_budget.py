@@ -89,7 +89,7 @@ def test_solution_regions_count_as_one_line_and_details_are_not_read() -> None:
 
 
 def test_the_course_fits_its_clock() -> None:
-    """Every core section of notebooks 00-06 fits its minutes, and the plans add up."""
+    """Every core section of notebooks 00-07 fits its minutes, and the plans add up."""
     result = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
 

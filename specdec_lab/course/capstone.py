@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from specdec_lab import decoding, theory
-from specdec_lab.course.checks import require_prediction
+from specdec_lab.course.checks import refuse_delegation, require_prediction
 
 Z_RANGE = 2.0  # the predicted range: α̂ ± 2 standard errors
 TOL = 1e-9  # arithmetic agreement (relative), for numbers a report states
@@ -276,6 +276,12 @@ def _worked_7_2() -> list[tuple[str, float, float, float, list[float]]]:
     ]
 
 
+def _this_module():
+    import sys
+
+    return sys.modules[__name__]
+
+
 PLAN_KEYS = ("gamma", "predicted", "predicted_low", "predicted_high")
 
 
@@ -292,8 +298,12 @@ def exercise_7_2(
 ) -> dict[str, Any]:
     """Exercise 7.2 on worked cases (where ignoring r, an off-by-one r, maximising tokens per
     call and a one-sided range all go wrong), then on the capstone's own measurements."""
+    guard = refuse_delegation(
+        "7.2", plan_capstone, {"best_plan": (_this_module(), "best_plan")}, "the plan"
+    )
     for label, a, se, cc, cv in [*_worked_7_2(), ("your measurements", alpha, alpha_se, c, curve)]:
-        got = _call("7.2", plan_capstone, a, se, cc, list(cv))
+        with guard:
+            got = _call("7.2", plan_capstone, a, se, cc, list(cv))
         assert isinstance(got, dict) and set(PLAN_KEYS) <= set(got), (
             f"Exercise 7.2: return a dict with the keys {PLAN_KEYS}, got {got!r}"
         )
@@ -314,7 +324,8 @@ def exercise_7_2(
                     else "the range is the speedup at α̂ − 2 SE and α̂ + 2 SE, at the same γ"
                 )
             )
-    plan = plan_capstone(alpha, alpha_se, c, list(curve))
+    with guard:
+        plan = plan_capstone(alpha, alpha_se, c, list(curve))
     print(
         f"your plan: γ = {plan['gamma']}, predicted {plan['predicted']:.2f}x "
         f"({plan['predicted_low']:.2f}–{plan['predicted_high']:.2f}x at α̂ ± 2 SE)"
