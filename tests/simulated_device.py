@@ -2,8 +2,11 @@
 
 The GPU dry run (`SPECDEC_LAB_FORCE_GPU_PATHS=1`) takes the package's accelerator *branches* on
 the CPU *device*, so it cannot tell where a tensor lives. Here a tensor on the stand-in device is
-a `DeviceTensor`: a wrapper over a CPU tensor that reports `device="meta"`, so `device.type` is
+a `DeviceTensor`: a wrapper over a CPU tensor that reports `device="sim"`, so `device.type` is
 not "cpu" and every accelerator branch runs, while the arithmetic is the CPU's, bit for bit.
+"sim" is PyTorch's PrivateUse1 backend under another name, with a stub device module and no
+kernels of its own: every op on it runs here. It is not "meta", which transformers and the
+package's memory guard use to build models without weights.
 While `Simulation.active()` is on:
 
 - an op that mixes a host tensor (other than a 0-d scalar) with a device tensor raises, as
@@ -19,7 +22,7 @@ While `Simulation.active()` is on:
   tensors; `Simulation.to_device(module)` moves a model's parameters and buffers.
 
 `Simulation(flavour="mps")` stands in for Apple's MPS: a float64 tensor on the device raises,
-as "the MPS framework doesn't support float64" does. Its device is still "meta" (a wrapper
+as "the MPS framework doesn't support float64" does. Its device is still "sim" (a wrapper
 reporting "mps" trips PyTorch's device guards on a build without MPS), so the one question the
 package asks about MPS, `sampling.float64_on(device)`, is answered for it: False.
 
@@ -31,16 +34,37 @@ an inference tensor). It changes nothing outside `active()`.
 from __future__ import annotations
 
 import contextlib
+import types
 from collections.abc import Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from specdec_lab import env, sampling
 
-DEVICE = torch.device("meta")
+NAME = "sim"
+
+
+def _register_backend() -> torch.device:
+    """Rename PrivateUse1 to "sim" (once per process) and give it a stub device module."""
+    if torch._C._get_privateuse1_backend_name() != NAME:
+        torch.utils.rename_privateuse1_backend(NAME)
+    if not hasattr(torch, NAME):
+        stub = types.ModuleType(f"torch.{NAME}")
+        stub.is_available = lambda: True
+        stub.is_initialized = lambda: True
+        stub._lazy_init = lambda: None
+        stub._is_in_bad_fork = lambda: False
+        stub.device_count = lambda: 1
+        stub.current_device = lambda: 0
+        stub.manual_seed_all = lambda seed: None
+        stub.synchronize = lambda device=None: None
+        torch._register_device_module(NAME, stub)
+    return torch.device(NAME)
+
+
+DEVICE = _register_backend()
 FLAVOURS = ("accelerator", "mps")
 MPS_FLOAT64 = (
     "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
@@ -48,6 +72,10 @@ MPS_FLOAT64 = (
 )
 aten = torch.ops.aten
 INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default}
+NO_GUARD = f"PyTorch is not linked with support for {NAME} devices"
+NO_KERNEL = f"with arguments from the '{NAME}' backend"
+TRANSFERS = {torch.Tensor.to, torch.Tensor.cpu}
+FROM_DATA = {torch.tensor, torch.as_tensor, torch.asarray}
 HOST_READS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"}
 
 
@@ -83,16 +111,21 @@ class DeviceTensor(torch.Tensor):
         if name in HOST_READS and isinstance(args[0], DeviceTensor):  # a read on the host
             Simulation.current.count(name)
             return getattr(args[0].elem, name)(*args[1:], **(kwargs or {}))
-        if name in ("__getitem__", "__setitem__") and isinstance(args[1], list):
-            # C++ would build the index on the (data-less) meta device: build it on the host
-            # instead, which the op then copies to the device, as CUDA does
-            args = (args[0], torch.as_tensor(args[1], dtype=torch.long), *args[2:])
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **(kwargs or {}))
+        if name in ("__getitem__", "__setitem__") and isinstance(args[0], DeviceTensor):
+            return _index(name, *args)
+        try:
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **(kwargs or {}))
+        except (RuntimeError, NotImplementedError) as e:
+            if NO_GUARD not in str(e) and NO_KERNEL not in str(e):
+                raise  # not C++ asking for the device's guard, or for a kernel of its own
+        return _on_values(func, args, kwargs or {})
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        raise RuntimeError(f"{func} on a simulated device tensor outside Simulation.active()")
+        if Simulation.current is None:
+            raise RuntimeError(f"{func} on a simulated device tensor outside Simulation.active()")
+        return _dispatch(Simulation.current, func, args, dict(kwargs or {}))
 
 
 class DeviceGenerator(torch.Generator):
@@ -103,77 +136,136 @@ class DeviceGenerator(torch.Generator):
         return DEVICE
 
 
+def _is_sim(device) -> bool:
+    """Whether `device` (a device, a string or None) is the stand-in device, any index."""
+    return device is not None and torch.device(device).type == NAME
+
+
 def _on_device(flat: list) -> bool:
     return any(isinstance(x, DeviceTensor) for x in flat)
 
 
-class _GeneratorCheck(TorchFunctionMode):
-    """A generator draws tensors of its own device only (what CUDA's generators enforce)."""
+class _DeviceFunctions(TorchFunctionMode):
+    """Copies between the host and the device (PyTorch's C++ bindings for them guard the device
+    first, and the stand-in device has no guard), and a generator draws tensors of its own device
+    only (what CUDA's generators enforce)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        super().__init__()
+        self.sim = sim
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if not kwargs and func not in TRANSFERS:  # most calls: nothing to decide here
+            return func(*args)
         kwargs = kwargs or {}
+        if func in TRANSFERS and args:
+            options = {k: v for k, v in kwargs.items() if k != "copy"}  # _parse_to lacks it
+            device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **options)
+            if func is torch.Tensor.cpu:
+                device, dtype, non_blocking = torch.device("cpu"), None, False
+            if isinstance(args[0], DeviceTensor) or _is_sim(device):
+                return self._copy(args[0], device, dtype, non_blocking)
+        if func in FROM_DATA and _is_sim(kwargs.get("device")):  # host data copied over
+            out = func(*args, **(kwargs | {"device": torch.device("cpu")}))
+            return self._copy(out, DEVICE, None, False)
         generator = kwargs.get("generator")
+        flat, _ = tree_flatten((args, kwargs))
+        made_here = _is_sim(kwargs.get("device")) and not _on_device(flat)
         if isinstance(generator, torch.Generator):
-            flat, _ = tree_flatten((args, kwargs))
-            device = kwargs.get("device")
-            on_device = _on_device(flat) or (device is not None and torch.device(device) == DEVICE)
+            on_device = made_here or _on_device(flat)
             if on_device != isinstance(generator, DeviceGenerator):
                 where = DEVICE.type if on_device else "cpu"
                 raise RuntimeError(
                     f"Expected a '{where}' device type for generator but found "
                     f"'{generator.device.type}'"
                 )
+        if made_here:  # a factory on the device: made on the host, then it is the device's
+            return tree_map(_wrap, func(*args, **(kwargs | {"device": torch.device("cpu")})))
         return func(*args, **kwargs)
 
+    def _copy(self, src, device, dtype, non_blocking):
+        """`src.to(device, dtype)`: a copy to the host waits for the device; one to the device
+        waits unless it is non-blocking (or empty)."""
+        values = src.elem if isinstance(src, DeviceTensor) else src
+        out = values.to(dtype=dtype) if dtype is not None else values
+        if device is None:
+            device = src.device
+        if _is_sim(device):
+            if not isinstance(src, DeviceTensor):
+                if not non_blocking and out.numel():
+                    self.sim.count("blocking copy to the device")
+            elif out is values:
+                return src  # already there, as it is: `to` returns the tensor itself
+            return DeviceTensor(out)
+        self.sim.count("copy to the host")
+        return out.clone() if out is values else out
 
-class _DeviceOps(TorchDispatchMode):
-    """Runs every op on the CPU values, enforcing one device per op and counting syncs."""
 
-    def __init__(self, sim: Simulation) -> None:
-        super().__init__()
-        self.sim = sim
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = dict(kwargs or {})
-        flat, _ = tree_flatten((args, kwargs))
-        on_device = _on_device(flat)
-        if func is aten._to_copy.default and "device" in kwargs:
-            return self._copy(func, args[0], kwargs)
-        if on_device and func in (aten._local_scalar_dense.default, aten.is_nonzero.default):
-            self.sim.count(str(func))
-        if on_device:
-            host = [x for x in flat if type(x) is torch.Tensor and x.dim() > 0]
-            if host and func in INDEXING and isinstance(args[0], DeviceTensor):
-                self.sim.count(f"host indices copied to the device ({func})")  # CUDA allows it
-                host = []
-            if host:
-                raise RuntimeError(
-                    "Expected all tensors to be on the same device, but found at least two "
-                    f"devices, {DEVICE.type} and cpu! ({func}, host shape {tuple(host[0].shape)})"
-                )
-        made_here = kwargs.get("device") == DEVICE
-        if made_here:
-            kwargs["device"] = torch.device("cpu")
-        args, kwargs = tree_map(_values, (args, kwargs))
-        out = func(*args, **kwargs)
-        return tree_map(_wrap, out) if on_device or made_here else out
-
-    def _copy(self, func, src: torch.Tensor, kwargs: dict):
-        dst = torch.device(kwargs["device"])
+def _dispatch(sim: Simulation, func, args, kwargs: dict):
+    """An op on device tensors, run on their CPU values: one device per op, syncs counted."""
+    if func is aten._to_copy.default and "device" in kwargs:
+        return _copy_op(sim, func, args[0], kwargs)
+    if func in (aten._local_scalar_dense.default, aten.is_nonzero.default):
+        sim.count(str(func))
+    flat, _ = tree_flatten((args, kwargs))
+    host = [x for x in flat if type(x) is torch.Tensor and x.dim() > 0]
+    if host and func in INDEXING and isinstance(args[0], DeviceTensor):
+        sim.count(f"host indices copied to the device ({func})")  # CUDA allows it
+        host = []
+    if host:
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two "
+            f"devices, {DEVICE.type} and cpu! ({func}, host shape {tuple(host[0].shape)})"
+        )
+    if _is_sim(kwargs.get("device")):
         kwargs["device"] = torch.device("cpu")
-        blocking = not kwargs.pop("non_blocking", False)
-        if isinstance(src, DeviceTensor):
-            out = func(src.elem, **kwargs)
-            if dst.type == "cpu":
-                self.sim.count("copy to the host")
-                return out
-            return DeviceTensor(out)
-        out = func(src, **kwargs)
-        if dst == DEVICE:
-            if blocking and out.numel():
-                self.sim.count("blocking copy to the device")
-            return DeviceTensor(out)
+    args, kwargs = tree_map(_values, (args, kwargs))
+    return tree_map(_wrap, func(*args, **kwargs))
+
+
+def _copy_op(sim: Simulation, func, src: torch.Tensor, kwargs: dict):
+    dst = torch.device(kwargs["device"])
+    kwargs["device"] = torch.device("cpu")
+    kwargs.pop("non_blocking", None)
+    out = func(src.elem, **kwargs)
+    if dst.type == "cpu":
+        sim.count("copy to the host")
         return out
+    return DeviceTensor(out)
+
+
+def _index(name: str, tensor: DeviceTensor, index, value=None):
+    """`tensor[index]` and `tensor[index] = value`, on the values. (PyTorch's C++ indexing
+    guards the device first, and the stand-in device has no guard.) A host index tensor is
+    copied to the device, as CUDA does: counted as a blocking copy; so is a host value."""
+    sim = Simulation.current
+    flat, _ = tree_flatten(index if isinstance(index, tuple) else (index,))
+    if any(isinstance(i, list) or (type(i) is torch.Tensor and i.dim() > 0) for i in flat):
+        sim.count(f"host indices copied to the device ({name})")
+    index = tree_map(_values, index)
+    if isinstance(index, list):
+        index = torch.as_tensor(index, dtype=torch.long)
+    if name == "__getitem__":
+        return _wrap(tensor.elem[index])
+    if type(value) is torch.Tensor and value.numel() > 1:
+        sim.count(f"blocking copy to the device ({name})")
+    tensor.elem[index] = _values(value)
+    return None
+
+
+def _on_values(func, args, kwargs):
+    """Run `func` on the values: for a binding or a composite op whose C++ code asks for the
+    device's guard, or makes a tensor on the device without dispatching to Python (the stand-in
+    has neither). The one-device rule is checked here instead."""
+    flat, _ = tree_flatten((args, kwargs))
+    host = [x for x in flat if type(x) is torch.Tensor and x.dim() > 0]
+    if host:
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two devices, "
+            f"{NAME} and cpu! ({func.__name__}, host shape {tuple(host[0].shape)})"
+        )
+    args, kwargs = tree_map(_values, (args, kwargs))
+    return tree_map(_wrap, func(*args, **kwargs))
 
 
 def _values(x):
@@ -236,21 +328,12 @@ class Simulation:
     @contextlib.contextmanager
     def active(self) -> Iterator[Simulation]:
         previous, Simulation.current = Simulation.current, self
-        real_tensor = torch.tensor
         real_generator, real_float64_on = env.generator, sampling.float64_on
         mode = torch.autograd.grad_mode.inference_mode
         real_enter, real_exit = mode.__enter__, mode.__exit__
 
-        def tensor(data, *args, device=None, **kwargs):  # torch.tensor skips the dispatch mode
-            out = real_tensor(data, *args, **kwargs)
-            if device is not None and torch.device(device) == DEVICE:
-                if out.numel():  # copying nothing waits for nothing
-                    self.count("blocking copy to the device (torch.tensor)")
-                return DeviceTensor(out)
-            return out if device is None else out.to(device)
-
-        def generator(device, seed):  # torch.Generator(device="meta") does not exist
-            if torch.device(device) == DEVICE:
+        def generator(device, seed):  # torch.Generator(device="sim") does not exist
+            if _is_sim(device):
                 return self.generator(seed)
             return real_generator(device, seed)
 
@@ -262,17 +345,44 @@ class Simulation:
             torch.set_grad_enabled(ctx.previous)
 
         def float64_on(device) -> bool:  # the package's one question about MPS
-            if self.flavour == "mps" and torch.device(device) == DEVICE:
+            if self.flavour == "mps" and _is_sim(device):
                 return False
             return real_float64_on(device)
 
-        torch.tensor, env.generator, sampling.float64_on = tensor, generator, float64_on
+        env.generator, sampling.float64_on = generator, float64_on
         mode.__enter__, mode.__exit__ = enter, exit_
         try:
-            with _GeneratorCheck(), _DeviceOps(self):
+            with _DeviceFunctions(self):
                 yield self
         finally:
-            torch.tensor, env.generator = real_tensor, real_generator
+            env.generator = real_generator
             sampling.float64_on = real_float64_on
             mode.__enter__, mode.__exit__ = real_enter, real_exit
             Simulation.current = previous
+
+
+def install(flavour: str = "accelerator") -> Simulation:
+    """Put this whole process on the simulated accelerator (a notebook's kernel, a CLI run), for
+    good: the stand-in device becomes `env.default_device()`, every model the package loads for
+    it is loaded on the host and moved there (`Simulation.to_device`), and the sizes and the
+    default dtype stay the CPU's (`env.dry_run()` is True, as in a GPU dry run; float32, since
+    the simulation tests where tensors live and when the host waits, not half precision, which
+    only a real device computes as it would). Returns the simulation, whose `syncs`
+    keep counting."""
+    from specdec_lab.models import pairs
+
+    sim = Simulation(flavour)
+    sim.installed = sim.active()  # held here: a dropped context would close, and restore all
+    sim.installed.__enter__()  # never exited: the process stays on it
+    load_model = pairs._load_model
+
+    def load_on_the_host_then_move(source, device, dtype):
+        model = load_model(source, torch.device("cpu"), dtype)
+        return sim.to_device(model) if _is_sim(device) else model
+
+    default_dtype = env.default_dtype
+    env.default_device = lambda: DEVICE
+    env.default_dtype = lambda device: torch.float32 if _is_sim(device) else default_dtype(device)
+    env.dry_run = lambda device=None: True
+    pairs._load_model = load_on_the_host_then_move
+    return sim

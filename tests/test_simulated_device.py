@@ -41,6 +41,23 @@ def test_the_simulation_enforces_one_device_and_counts_syncs() -> None:
             torch.rand(3, generator=sim.generator(0))  # a device generator drawing on the host
 
 
+def test_models_load_inside_the_simulation_as_outside_it(tmp_path) -> None:
+    """transformers builds models on "meta" and fills buffers it does not load (RoPE's inv_freq)
+    itself: inside the simulation both must happen as outside it. (A simulator that swapped
+    `torch.tensor` for a wrapper left inv_freq uninitialised, here and in every later load, and
+    the lean forward's logits came back NaN.)"""
+    outside = load_pair("embedded", "cpu").target.model.rotary_emb.inv_freq
+    sim = Simulation()
+    with sim.active():
+        with torch.device("meta"):  # the memory guard's way of building a model without weights
+            assert torch.zeros(3).device.type == "meta"
+        model = pairs.load_model("target", "cpu")
+        assert torch.equal(model.model.rotary_emb.inv_freq, outside)
+        sim.to_device(model)
+        assert isinstance(model.model.rotary_emb.inv_freq, DeviceTensor)
+    assert torch.equal(pairs.load_model("target", "cpu").model.rotary_emb.inv_freq, outside)
+
+
 def test_the_mps_flavour_refuses_float64_on_the_device() -> None:
     sim = Simulation(flavour="mps")
     with sim.active():
