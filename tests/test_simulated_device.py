@@ -4,6 +4,11 @@ generator draws them, and how often the host waits for the device."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -466,3 +471,25 @@ def test_weights_load_straight_onto_an_accelerator(monkeypatch) -> None:
     monkeypatch.setattr(pairs.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(AssertionError, match="copied to the device"):
         pairs._load_model("somewhere", torch.device("cuda", 0), torch.float16)
+
+
+# ------------------------------------------------------------------ a whole process on it
+SIM_MAIN = Path(__file__).resolve().parent / "sim_main.py"
+
+
+def test_the_demo_runs_on_the_simulated_accelerator() -> None:
+    """`python -m specdec_lab demo` with the process on the simulated accelerator
+    (tests/sim_main.py): the pair lands on the device, and the greedy run still equals the
+    target's own greedy output."""
+    argv = ["demo", "--pair", "embedded", "--max-new-tokens", "12", "--no-color"]
+    run = subprocess.run(
+        [sys.executable, str(SIM_MAIN), *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=os.environ | {"OMP_NUM_THREADS": "1"},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert f"torch.float32 on {DEVICE.type}" in run.stdout
+    assert "identical to greedy target output  True" in run.stdout
+    assert re.search(r"simulated accelerator: [1-9]\d* host syncs", run.stdout)
