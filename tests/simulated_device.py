@@ -39,7 +39,6 @@ from collections.abc import Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten, tree_map
 
 from specdec_lab import env, sampling
 
@@ -266,6 +265,32 @@ def _on_values(func, args, kwargs):
         )
     args, kwargs = tree_map(_values, (args, kwargs))
     return tree_map(_wrap, func(*args, **kwargs))
+
+
+def tree_flatten(tree) -> tuple[list, None]:
+    """The leaves of nested tuples, lists and dicts (what op arguments are made of); a faster
+    stand-in for torch.utils._pytree's, which would dominate the simulation's own cost."""
+    leaves: list = []
+    stack = [tree]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif type(x) is dict:
+            stack.extend(x.values())
+        else:
+            leaves.append(x)
+    return leaves, None
+
+
+def tree_map(fn, tree):
+    """`fn` applied to every leaf of nested tuples, lists and dicts, the structure kept."""
+    kind = type(tree)
+    if isinstance(tree, (tuple, list)):  # torch.return_types too: structseqs are tuples
+        return kind([tree_map(fn, x) for x in tree])
+    if kind is dict:
+        return {k: tree_map(fn, v) for k, v in tree.items()}
+    return fn(tree)
 
 
 def _values(x):
