@@ -1,7 +1,9 @@
 """`python tests/sim_main.py VERB [ARGS...]`: `python -m specdec_lab VERB ARGS...` with the whole
-process on the simulated accelerator (tests/simulated_device.py), then one last line,
+process on the simulated accelerator (tests/simulated_device.py); `python tests/sim_main.py
+SCRIPT.py [ARGS...]` runs that script instead. Either ends with one line,
 `simulated accelerator: N host syncs`."""
 
+import runpy
 import sys
 from pathlib import Path
 
@@ -11,8 +13,17 @@ import simulated_device  # noqa: E402
 
 if __name__ == "__main__":
     sim = simulated_device.install()
-    from specdec_lab.__main__ import main
+    if sys.argv[1].endswith(".py"):
+        script, sys.argv = sys.argv[1], sys.argv[1:]
+        sys.path.insert(0, str(Path(script).resolve().parent))
+        try:
+            runpy.run_path(script, run_name="__main__")
+            code = 0
+        except SystemExit as done:
+            code = done.code or 0
+    else:
+        from specdec_lab.__main__ import main
 
-    code = main(sys.argv[1:])
+        code = main(sys.argv[1:])
     print(f"simulated accelerator: {sim.syncs} host syncs")
     sys.exit(code)
