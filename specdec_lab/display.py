@@ -1,4 +1,4 @@
-"""Presentation helpers for the notebooks: accept/reject traces and law/TV plots.
+"""Presentation helpers for the notebooks: accept/reject traces, law/TV plots, and pictures.
 
 Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ = draft length.
 
@@ -11,6 +11,8 @@ Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ 
   total variation (TV) distance against the sample size with its 1/√N bound. They draw onto the
   `ax` they are given (the caller owns and shows the figure), or onto a new figure that is closed
   before returning, and they return the plotted numbers so notebooks assert on data, not pixels.
+- `plot_step(step)` draws one speculative step from its `decoding.Step` record: the γ drafts,
+  the ONE target call over γ+1 positions, the verdict on each draft, and the tokens it emits.
 - `plain_log_ticks(ax)` labels log axes with plain numbers.
 
 Nothing here changes a result or draws random numbers.
@@ -305,6 +307,201 @@ def plot_tv_vs_n(
 
 
 # --------------------------------------------------------------------------------------------
+# Pictures of the mechanism
+# --------------------------------------------------------------------------------------------
+
+COLOURS = {  # the trace's colours, for the pictures
+    "accepted": "#1a7f37",
+    "rejected": "#cf222e",
+    "discarded": "#8c959f",
+    "correction": "#0969da",
+    "bonus": "#8250df",
+}
+_DRAFTED = "#fff8c5"  # a drafted token before the verdict
+
+
+def _box(ax: Any, x: float, y: float, text: str, face: str, edge: str = "#57606a", **kw) -> Any:
+    """A token cell centred on (x, y), one unit wide; returns the patch."""
+    from matplotlib.patches import FancyBboxPatch
+
+    gid = kw.pop("gid", None)
+    patch = FancyBboxPatch(
+        (x - 0.42, y - 0.3),
+        0.84,
+        0.6,
+        boxstyle="round,pad=0.02",
+        facecolor=face,
+        edgecolor=edge,
+        linestyle=kw.pop("linestyle", "-"),
+        linewidth=kw.pop("linewidth", 1.0),
+    )
+    patch.set_gid(gid)
+    ax.add_patch(patch)
+    ax.text(x, y, text, ha="center", va="center", fontsize=kw.pop("fontsize", "small"), **kw)
+    return patch
+
+
+def _short(text: str, width: int = 8) -> str:
+    """A token's text as a cell label: whitespace made visible, long pieces cut."""
+    text = text.replace("\n", "⏎").replace(" ", "·") if text.strip() != text or not text else text
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@dataclass
+class StepPlot:
+    """What `plot_step` drew. Columns: drafts at 0..γ-1, the bonus position at γ.
+
+    draft_kinds[i] is "accepted", "rejected" or "discarded" (never examined); emitted lists
+    (column, token, kind) for the tokens the step adds to the text, kind "accepted",
+    "correction" or "bonus"; scored is the number of positions the ONE target call scored (γ+1).
+    """
+
+    gamma: int
+    n_accepted: int
+    draft_tokens: list[int]
+    draft_kinds: list[str]
+    emitted: list[tuple[int, int, str]]
+    scored: int
+    accept_probs: list[float] | None
+
+    @property
+    def emitted_tokens(self) -> list[int]:
+        return [token for _, token, _ in self.emitted]
+
+
+def plot_step(
+    step: Any,
+    decode: Callable[[int], str] | None = None,
+    *,
+    context: Sequence[int] = (),
+    accept_probs: Sequence[float] | None = None,
+    ax: Any = None,
+    title: str | None = None,
+) -> StepPlot:
+    """One speculative step as a schematic, from its record (`decoding.Step`).
+
+    Four rows, top to bottom, as the step runs: 1. the draft proposes γ tokens (γ draft calls);
+    2. the target scores the γ+1 positions after the accepted text in ONE call; 3. the verdict
+    on each draft (kept, rejected, or never examined after a rejection), with min(1, p/q) if
+    `accept_probs` (γ,) gives it; 4. the tokens the step emits: the kept drafts, then the
+    target's correction at the rejected position or its bonus token after the last draft.
+    `context`: the last few accepted token ids, shown before the drafts. Draws onto `ax` if
+    given, else onto a new figure that is closed before returning.
+    """
+    import matplotlib.pyplot as plt
+
+    decode = decode if decode is not None else str
+    drafts = [int(t) for t in step.draft_tokens]
+    g, n = len(drafts), int(step.n_accepted)
+    if not 0 <= n <= g:
+        raise ValueError(f"the step accepts {n} of {g} drafts")
+    probs = None if accept_probs is None else [float(a) for a in accept_probs]
+    if probs is not None and len(probs) != g:
+        raise ValueError(f"{len(probs)} acceptance probabilities for {g} drafts")
+    kinds = ["accepted"] * n + (["rejected"] + ["discarded"] * (g - n - 1) if n < g else [])
+    last = "bonus" if n == g else "correction"
+    emitted = [(i, drafts[i], "accepted") for i in range(n)] + [(n, int(step.next_token), last)]
+
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(1.1 * (g + len(context)) + 4.5, 3.4))
+    rows = {"draft": 3.0, "target": 2.0, "verdict": 1.0, "emit": 0.0}
+    left = -len(context) - 0.5
+    labels = {
+        "draft": f"1. draft: {g} call{'s' * (g != 1)} of q",
+        "target": f"2. target: ONE call, {g + 1} positions",
+        "verdict": "3. accept or reject",
+        "emit": f"4. emitted: {n + 1} token{'s' * (n != 0)}",
+    }
+    for name, y in rows.items():
+        ax.text(left - 0.3, y, labels[name], ha="right", va="center", fontsize="small")
+    for j, token in enumerate(context):  # the accepted text so far, on the draft row
+        x = j - len(context)
+        ax.text(
+            x,
+            rows["draft"],
+            _short(decode(int(token))),
+            ha="center",
+            va="center",
+            fontsize="small",
+            color="#57606a",
+        )
+    for i, token in enumerate(drafts):
+        _box(ax, i, rows["draft"], _short(decode(token)), _DRAFTED, gid=f"draft:{i}")
+        mark = {"accepted": "✓ kept", "rejected": "✗ rejected", "discarded": "not\nexamined"}
+        examined = probs is not None and kinds[i] != "discarded"
+        text = mark[kinds[i]] + (f"\nP(keep) {min(probs[i], 1.0):.2f}" if examined else "")
+        _box(
+            ax,
+            i,
+            rows["verdict"],
+            text,
+            "white",
+            COLOURS[kinds[i]],
+            color=COLOURS[kinds[i]],
+            fontsize="x-small",
+            gid=f"verdict:{i}:{kinds[i]}",
+            linewidth=1.5,
+        )
+    from matplotlib.patches import FancyBboxPatch
+
+    call = FancyBboxPatch(
+        (-0.45, rows["target"] - 0.3),
+        g + 0.9,
+        0.6,
+        boxstyle="round,pad=0.02",
+        facecolor="#ddf4ff",
+        edgecolor="#0969da",
+    )
+    call.set_gid(f"target-call:{g + 1}")
+    ax.add_patch(call)
+    for i in range(g + 1):
+        ax.text(
+            i,
+            rows["target"],
+            f"p{_subscript(i + 1)}",
+            ha="center",
+            va="center",
+            fontsize="small",
+            color="#0969da",
+        )
+    for col, token, kind in emitted:
+        _box(
+            ax,
+            col,
+            rows["emit"],
+            _short(decode(token)),
+            COLOURS[kind],
+            COLOURS[kind],
+            color="white",
+            fontweight="bold",
+            gid=f"emit:{col}:{kind}",
+        )
+    ax.text(
+        n + 0.55,
+        rows["emit"],
+        {"bonus": "bonus: from p at γ+1", "correction": "correction: from the residual"}[last],
+        va="center",
+        fontsize="x-small",
+        color=COLOURS[last],
+    )
+    ax.set_xlim(left - 0.2, g + 2.6)
+    ax.set_ylim(-0.6, 3.6)
+    ax.axis("off")
+    ax.set_title(
+        title or f"one step: {n} of {g} drafts kept, {n + 1} tokens for one target call",
+        fontsize="medium",
+    )
+    if own:
+        plt.close(fig)
+    return StepPlot(g, n, drafts, kinds, emitted, g + 1, probs)
+
+
+def _subscript(number: int) -> str:
+    return str(number).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
+
+
+# --------------------------------------------------------------------------------------------
 # Axes
 # --------------------------------------------------------------------------------------------
 
@@ -333,14 +530,17 @@ def plain_log_ticks(ax: Any, axis: str = "both", minor: bool | None = None) -> N
 
 
 __all__ = [
+    "COLOURS",
     "KINDS",
     "OUTPUT_KINDS",
     "LawPlot",
     "Piece",
+    "StepPlot",
     "TVPlot",
     "Trace",
-    "plot_law",
     "plain_log_ticks",
+    "plot_law",
+    "plot_step",
     "plot_tv_vs_n",
     "prefix_tv",
     "trace",

@@ -159,3 +159,67 @@ def test_plain_log_ticks_minor_labels_on_a_wide_axis(minor, labelled) -> None:
     plt.close(fig)
     assert "1" in major and "10" in major
     assert bool(minor_labels) == labelled, minor_labels
+
+
+# --- pictures of the mechanism: a step, a rollback, a tree, methods side by side --------------
+
+
+def _gids(ax) -> dict[str, object]:
+    return {p.get_gid(): p for p in ax.patches if p.get_gid()}
+
+
+def _texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
+def test_plot_step_draws_its_record() -> None:
+    fig, ax = plt.subplots()
+    drawn = display.plot_step(
+        STEPS[0], decode=lambda i: "abcdefghi"[i], context=[0], accept_probs=[1.0, 0.25, 0.5], ax=ax
+    )
+    gids = _gids(ax)
+    plt.close(fig)
+    assert drawn.draft_kinds == ["accepted", "rejected", "discarded"]
+    assert drawn.emitted == [(0, 1, "accepted"), (1, 4, "correction")]
+    assert drawn.scored == 4  # one target call over γ + 1 positions
+    assert {g for g in gids if g.startswith("draft:")} == {"draft:0", "draft:1", "draft:2"}
+    assert {g for g in gids if g.startswith("verdict:")} == {
+        "verdict:0:accepted",
+        "verdict:1:rejected",
+        "verdict:2:discarded",
+    }
+    assert {g for g in gids if g.startswith("emit:")} == {"emit:0:accepted", "emit:1:correction"}
+    assert gids["target-call:4"].get_width() == pytest.approx(3 + 0.9)  # spans γ + 1 columns
+    colour = matplotlib.colors.to_hex(gids["emit:1:correction"].get_facecolor())
+    assert colour == display.COLOURS["correction"]
+    texts = _texts(ax)
+    labels = [t for t in texts if len(t) == 1]
+    assert labels == ["a", "b", "c", "d", "b", "e"]  # the context, the drafts, what is emitted
+    assert any("P(keep) 0.25" in t for t in texts)  # the rejected draft's min(1, p/q)
+    assert not any("0.50" in t for t in texts)  # a draft never examined shows no probability
+
+
+def test_plot_step_bonus_and_empty_steps() -> None:
+    full = display.plot_step(STEPS[1])
+    assert full.draft_kinds == ["accepted", "accepted"] and full.emitted[-1] == (2, 7, "bonus")
+    none = display.plot_step(STEPS[2])  # γ = 0 at the token budget: only the bonus, 1 position
+    assert none.emitted == [(0, 8, "bonus")] and none.scored == 1
+    with pytest.raises(ValueError, match="accepts 3 of 2"):
+        display.plot_step(decoding.Step([1, 2], 3, 0))
+    with pytest.raises(ValueError, match="2 acceptance probabilities for 3"):
+        display.plot_step(STEPS[0], accept_probs=[1.0, 0.5])
+
+
+def test_plot_step_of_a_real_run_emits_its_tokens(gen: torch.Generator) -> None:
+    target = mock.MockLM(vocab_size=6, seed=0)
+    draft = mock.MockDraft(target, quality=0.5)
+    seen = []
+    out = decoding.speculative_generate(
+        target, draft, torch.tensor([0]), 30, gamma=3, generator=gen, on_step=seen.append
+    )
+    drawn = [display.plot_step(s) for s in seen]
+    assert sum((d.emitted_tokens for d in drawn), []) == out.tokens.tolist()
+    assert sum(d.scored for d in drawn) == sum(out.stats.gammas) + out.stats.target_calls
+    trace = display.trace(seen)
+    kinds = [k for d in drawn for k in d.draft_kinds + [d.emitted[-1][2]]]
+    assert kinds == [p.kind for p in trace.pieces]  # the same verdicts as the coloured trace
