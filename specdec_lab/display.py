@@ -13,6 +13,8 @@ Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ 
   before returning, and they return the plotted numbers so notebooks assert on data, not pixels.
 - `plot_step(step)` draws one speculative step from its `decoding.Step` record: the γ drafts,
   the ONE target call over γ+1 positions, the verdict on each draft, and the tokens it emits.
+- `CacheWatch(session)` records a session's cache length around every `crop`; `plot_rollback`
+  draws the caches before and after a step's rollback from those records.
 - `plain_log_ticks(ax)` labels log axes with plain numbers.
 
 Nothing here changes a result or draws random numbers.
@@ -501,6 +503,168 @@ def _subscript(number: int) -> str:
     return str(number).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
 
 
+_CACHED = "#dafbe1"  # a position held in a KV cache
+_CROPPED = "#ffebe9"  # a position a rollback removes
+
+
+class CacheWatch:
+    """A session that records its cache length around every `crop`, and is otherwise the session.
+
+    `crops` lists (cached before, cached after) per crop, read from the session's own `cached`
+    counter; every other attribute and method is the wrapped session's. Pass it wherever a
+    session goes (`decoding.speculative_step`, `drafters.ModelDrafter(watch)`).
+    """
+
+    def __init__(self, session: Any) -> None:
+        if not hasattr(session, "cached"):
+            raise TypeError(f"{type(session).__name__} has no `cached` counter to watch")
+        self.session = session
+        self.crops: list[tuple[int, int]] = []
+
+    def crop(self, length: int) -> None:
+        before = self.session.cached
+        self.session.crop(length)
+        self.crops.append((before, self.session.cached))
+
+    def __getattr__(self, name: str) -> Any:  # only called for what CacheWatch itself lacks
+        return getattr(self.session, name)
+
+
+@dataclass
+class RollbackPlot:
+    """What `plot_rollback` drew, per session name: the cache length before and after the crop,
+    the positions kept and cropped, and where the new token goes (position, id and kind)."""
+
+    scored: list[int]
+    accepted: list[int]
+    caches: dict[str, tuple[int, int]]
+    kept: dict[str, int]
+    cropped: dict[str, list[int]]
+    new_position: int
+    new_token: int
+    new_kind: str
+
+
+def plot_rollback(
+    prefix: Sequence[int] | Any,
+    step: Any,
+    caches: dict[str, tuple[int, int]],
+    decode: Callable[[int], str] | None = None,
+    *,
+    ax: Any = None,
+) -> RollbackPlot:
+    """The KV caches of one step before and after its rollback, one pair of rows per session.
+
+    prefix: the accepted ids before the step (L,); step: its `decoding.Step`; caches:
+    {name: (cached before, cached after)} as `CacheWatch.crops` recorded them. Before: the
+    sequence the step scored, prefix + γ drafts, with the positions in the cache filled (green
+    kept, red cropped). After: the accepted sequence, prefix + n drafts + the new token, which
+    no model has seen yet (blue correction or purple bonus, outlined). Refuses a cache that
+    keeps a position holding a token the accepted sequence does not have.
+    """
+    import matplotlib.pyplot as plt
+
+    decode = decode if decode is not None else str
+    prefix = [int(t) for t in prefix]
+    drafts = [int(t) for t in step.draft_tokens]
+    n = int(step.n_accepted)
+    if not 0 <= n <= len(drafts):
+        raise ValueError(f"the step accepts {n} of {len(drafts)} drafts")
+    scored = prefix + drafts
+    accepted = prefix + drafts[:n] + [int(step.next_token)]
+    kind = "bonus" if n == len(drafts) else "correction"
+    kept, cropped = {}, {}
+    for name, (before, after) in caches.items():
+        if not 0 <= after <= before <= len(scored):
+            raise ValueError(
+                f"{name}: cached {before} before and {after} after the crop, with "
+                f"{len(scored)} positions scored: need 0 ≤ after ≤ before ≤ {len(scored)}"
+            )
+        if after > len(accepted) - 1:
+            raise ValueError(
+                f"{name}: the cache keeps {after} positions, but no model has seen the new token: "
+                f"at most {len(accepted) - 1}"
+            )
+        kept[name], cropped[name] = after, list(range(after, before))
+
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(0.75 * len(scored) + 3.5, 1.1 * len(caches) * 2 + 0.6))
+    y = 0.0
+    for name, (before, after) in caches.items():
+        for label, seq in (("before the crop", scored), ("after the crop", accepted)):
+            ax.text(
+                -0.8,
+                y,
+                f"{name}, {label}\n(cache: {before if seq is scored else after})",
+                ha="right",
+                va="center",
+                fontsize="small",
+            )
+            cached = before if seq is scored else after
+            for i, token in enumerate(seq):
+                text = _short(decode(token), 6)
+                if i < cached:
+                    gone = seq is scored and i >= after
+                    face, gid = (_CROPPED, "cropped") if gone else (_CACHED, "kept")
+                    edge = COLOURS["rejected"] if gone else COLOURS["accepted"]
+                    _box(
+                        ax,
+                        i,
+                        y,
+                        text,
+                        face,
+                        edge,
+                        gid=f"{name}:{label}:{i}:{gid}",
+                        fontsize="x-small",
+                    )
+                elif seq is accepted and i == len(seq) - 1:
+                    _box(
+                        ax,
+                        i,
+                        y,
+                        text,
+                        "white",
+                        COLOURS[kind],
+                        color=COLOURS[kind],
+                        fontweight="bold",
+                        linewidth=2,
+                        gid=f"{name}:{label}:{i}:new",
+                        fontsize="x-small",
+                    )
+                else:
+                    _box(
+                        ax,
+                        i,
+                        y,
+                        text,
+                        "white",
+                        "#8c959f",
+                        linestyle="--",
+                        color="#57606a",
+                        gid=f"{name}:{label}:{i}:unseen",
+                        fontsize="x-small",
+                    )
+            y -= 1.0
+        y -= 0.3
+    for i in range(max(len(scored), len(accepted))):  # position numbers above the first row
+        ax.text(i, 0.5, str(i), ha="center", va="bottom", fontsize="x-small", color="#57606a")
+    ax.axvline(len(prefix) - 0.5, color="#57606a", lw=0.8, ls=":")
+    ax.text(-0.8, 0.5, "position", ha="right", va="bottom", fontsize="x-small", color="#57606a")
+    ax.set_xlim(-0.6, len(scored) + 0.6)
+    ax.set_ylim(y + 0.7, 0.9)
+    ax.axis("off")
+    ax.set_title(
+        f"a step that kept {n} of {len(drafts)} drafts (its drafts right of the dotted line)",
+        fontsize="medium",
+    )
+    if own:
+        plt.close(fig)
+    return RollbackPlot(
+        scored, accepted, dict(caches), kept, cropped, len(accepted) - 1, accepted[-1], kind
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Axes
 # --------------------------------------------------------------------------------------------
@@ -533,13 +697,16 @@ __all__ = [
     "COLOURS",
     "KINDS",
     "OUTPUT_KINDS",
+    "CacheWatch",
     "LawPlot",
     "Piece",
+    "RollbackPlot",
     "StepPlot",
     "TVPlot",
     "Trace",
     "plain_log_ticks",
     "plot_law",
+    "plot_rollback",
     "plot_step",
     "plot_tv_vs_n",
     "prefix_tv",

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_lab import decoding, display
+from specdec_lab import decoding, display, drafters, sampling
+from specdec_lab.engine import sessions
 from specdec_lab.proof import mock, stats
 
 STEPS = [
@@ -223,3 +224,57 @@ def test_plot_step_of_a_real_run_emits_its_tokens(gen: torch.Generator) -> None:
     trace = display.trace(seen)
     kinds = [k for d in drawn for k in d.draft_kinds + [d.emitted[-1][2]]]
     assert kinds == [p.kind for p in trace.pieces]  # the same verdicts as the coloured trace
+
+
+def _one_step(target, draft, ids, gamma, gen, want):
+    """Run library steps on watched mock sessions until one matches `want(step)`."""
+    p_watch = display.CacheWatch(sessions.open_session(target))
+    q_watch = display.CacheWatch(sessions.open_session(draft))
+    drafter = drafters.ModelDrafter(q_watch)
+    cfg = sampling.SamplingConfig(1.0)
+    for _ in range(200):
+        before = ids
+        ids, step = decoding.speculative_step(p_watch, drafter, ids, gamma, cfg, gen)
+        if want(step):
+            caches = {"target": p_watch.crops[-1], "draft": q_watch.crops[-1]}
+            return before, step, caches, ids
+    raise AssertionError("no such step in 200")
+
+
+@pytest.mark.parametrize("case", ["rejection", "bonus"])
+def test_plot_rollback_of_a_real_step(gen: torch.Generator, case: str) -> None:
+    target = mock.MockLM(vocab_size=3, sharpness=1.0, seed=0)
+    draft = mock.MockDraft(target, quality=0.2, seed=1)
+    gamma = 3
+    want = (lambda s: s.bonus) if case == "bonus" else (lambda s: 1 <= s.n_accepted < gamma - 1)
+    prefix, step, caches, new_ids = _one_step(target, draft, torch.tensor([0, 1]), gamma, gen, want)
+    fig, ax = plt.subplots()
+    drawn = display.plot_rollback(prefix, step, caches, decode="abc".__getitem__, ax=ax)
+    gids = _gids(ax)
+    plt.close(fig)
+    length, n = len(prefix), step.n_accepted
+    assert drawn.accepted == new_ids.tolist() and drawn.new_position == len(new_ids) - 1
+    assert drawn.scored == prefix.tolist() + step.draft_tokens
+    # The contract: the target saw prefix + γ drafts and keeps prefix + n; the draft never saw
+    # its last draft, so it keeps at most that much.
+    assert caches["target"] == (length + gamma, length + n)
+    assert caches["draft"] == (length + gamma - 1, min(length + gamma - 1, length + n))
+    for name, (before, after) in caches.items():
+        assert drawn.kept[name] == after and drawn.cropped[name] == list(range(after, before))
+        assert drawn.scored[:after] == drawn.accepted[:after]  # kept positions hold kept tokens
+        drawn_cropped = [
+            g for g in gids if g.startswith(f"{name}:before") and g.endswith("cropped")
+        ]
+        assert len(drawn_cropped) == before - after
+        assert f"{name}:after the crop:{len(new_ids) - 1}:new" in gids
+    assert drawn.new_kind == ("bonus" if case == "bonus" else "correction")
+
+
+def test_plot_rollback_refuses_an_impossible_cache() -> None:
+    step = decoding.Step([1, 2], 1, 0)  # accepted sequence: [5, 1, 0]
+    with pytest.raises(ValueError, match="no model has seen the new token"):
+        display.plot_rollback([5], step, {"target": (3, 3)})
+    with pytest.raises(ValueError, match="after ≤ before"):
+        display.plot_rollback([5], step, {"target": (1, 2)})
+    with pytest.raises(TypeError, match="cached"):
+        display.CacheWatch(object())
