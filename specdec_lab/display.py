@@ -15,6 +15,7 @@ Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ 
   the ONE target call over γ+1 positions, the verdict on each draft, and the tokens it emits.
 - `CacheWatch(session)` records a session's cache length around every `crop`; `plot_rollback`
   draws the caches before and after a step's rollback from those records.
+- `plot_tree(tree)` draws a token tree (`tree.TokenTree`) beside its ancestry mask.
 - `plain_log_ticks(ax)` labels log axes with plain numbers.
 
 Nothing here changes a result or draws random numbers.
@@ -665,6 +666,133 @@ def plot_rollback(
     )
 
 
+@dataclass
+class TreePlot:
+    """What `plot_tree` drew: the nodes (parents, tokens, labels, depths), where each node sits
+    (xy (N, 2): depth, row), the edges (parent, child) with -1 the root, and the ancestry mask
+    (N, N) bool, [i, j] True iff node j is node i or one of its ancestors."""
+
+    parents: list[int]
+    tokens: list[int]
+    labels: list[str]
+    depths: list[int]
+    xy: np.ndarray
+    edges: list[tuple[int, int]]
+    mask: np.ndarray
+
+
+def plot_tree(
+    token_tree: Any,
+    decode: Callable[[int], str] | None = None,
+    *,
+    root: str = "root",
+    axes: Sequence[Any] | None = None,
+) -> TreePlot:
+    """A token tree (`tree.TokenTree`: `.tokens`, `.parents`) drawn beside its attention mask.
+
+    Left: the root (the last accepted token, labelled `root`) and every node i as "i: token",
+    one column per depth. Right: the mask the target's one forward uses (`sessions.tree_ancestry`):
+    row i is True at i and its ancestors. `axes`: two axes to draw on, else a new figure that is
+    closed before returning.
+    """
+    import matplotlib.pyplot as plt
+
+    from specdec_lab.engine.sessions import tree_ancestry, tree_depths
+
+    decode = decode if decode is not None else str
+    parents = [int(p) for p in token_tree.parents]
+    tokens = [int(t) for t in _as_list(token_tree.tokens)]
+    if len(tokens) != len(parents):
+        raise ValueError(f"{len(tokens)} tokens for {len(parents)} parents")
+    depths = tree_depths(parents).tolist() if parents else []
+    mask = tree_ancestry(parents).numpy() if parents else np.zeros((0, 0), dtype=bool)
+    alive = getattr(token_tree, "alive", None)
+    alive = [True] * len(parents) if alive is None else [bool(a) for a in _as_list(alive)]
+    labels = [
+        f"{i}: {_short(decode(t), 10)}" if a else f"{i}: (empty)"
+        for i, (t, a) in enumerate(zip(tokens, alive, strict=True))
+    ]
+
+    children: dict[int, list[int]] = {}
+    for i, parent in enumerate(parents):
+        children.setdefault(parent, []).append(i)
+    rows: dict[int, float] = {}
+    next_leaf = [0.0]
+
+    def place(node: int) -> float:  # leaves in depth-first order, a parent between its children
+        kids = children.get(node, [])
+        if not kids:
+            rows[node], next_leaf[0] = next_leaf[0], next_leaf[0] + 1
+        else:
+            rows[node] = float(np.mean([place(k) for k in kids]))
+        return rows[node]
+
+    place(-1)
+    xy = np.array([[depths[i], rows[i]] for i in range(len(parents))], dtype=float).reshape(-1, 2)
+    edges = [(parent, i) for i, parent in enumerate(parents)]
+
+    own = axes is None
+    if own:
+        fig, axes = plt.subplots(
+            1,
+            2,
+            figsize=(10, 0.45 * max(len(parents), 4) + 1.2),
+            gridspec_kw={"width_ratios": [1.3, 1]},
+        )
+    ax_tree, ax_mask = axes
+    at = {-1: (0.0, rows[-1]), **{i: tuple(xy[i]) for i in range(len(parents))}}
+    for parent, child in edges:
+        (x0, y0), (x1, y1) = at[parent], at[child]
+        (line,) = ax_tree.plot([x0, x1], [y0, y1], color="#8c959f", lw=1, zorder=1)
+        line.set_gid(f"edge:{parent}:{child}")
+    ax_tree.text(
+        *at[-1],
+        _short(root, 10),
+        ha="center",
+        va="center",
+        fontsize="small",
+        bbox=dict(boxstyle="round", fc="#eaeef2", ec="#57606a"),
+        zorder=2,
+    )
+    for i, label in enumerate(labels):
+        ax_tree.text(
+            *at[i],
+            label,
+            ha="center",
+            va="center",
+            fontsize="small",
+            zorder=2,
+            color="black" if alive[i] else "#8c959f",
+            bbox=dict(
+                boxstyle="round",
+                fc=_DRAFTED if alive[i] else "white",
+                ec="#57606a",
+                ls="-" if alive[i] else "--",
+            ),
+        )
+    ax_tree.set_xlim(-0.6, max(depths, default=0) + 0.6)
+    ax_tree.set_ylim(next_leaf[0] - 0.4, -0.6)  # first child on top
+    ax_tree.set_xticks(range(max(depths, default=0) + 1))
+    ax_tree.set_xlabel("depth (position after the root)")
+    ax_tree.set_yticks([])
+    for side in ("top", "right", "left"):
+        ax_tree.spines[side].set_visible(False)
+    ax_tree.set_title(f"a token tree, {len(parents)} nodes", fontsize="medium")
+    ax_mask.imshow(mask, cmap="Greens", vmin=0, vmax=1.4)
+    ax_mask.set_xticks(range(len(parents)), [str(i) for i in range(len(parents))])
+    ax_mask.set_yticks(range(len(parents)), labels, fontsize="small")
+    ax_mask.set_xlabel("attends to node j")
+    ax_mask.set_title("its attention mask: i sees j?", fontsize="medium")
+    if own:
+        plt.close(fig)
+    return TreePlot(parents, tokens, labels, depths, xy, edges, mask)
+
+
+def _as_list(values: Any) -> list:
+    """`values.tolist()` for a tensor or an array, `list(values)` otherwise."""
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
 # --------------------------------------------------------------------------------------------
 # Axes
 # --------------------------------------------------------------------------------------------
@@ -704,10 +832,12 @@ __all__ = [
     "StepPlot",
     "TVPlot",
     "Trace",
+    "TreePlot",
     "plain_log_ticks",
     "plot_law",
     "plot_rollback",
     "plot_step",
+    "plot_tree",
     "plot_tv_vs_n",
     "prefix_tv",
     "trace",

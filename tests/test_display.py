@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_lab import decoding, display, drafters, sampling
+from specdec_lab import decoding, display, drafters, sampling, tree
 from specdec_lab.engine import sessions
 from specdec_lab.proof import mock, stats
 
@@ -278,3 +278,43 @@ def test_plot_rollback_refuses_an_impossible_cache() -> None:
         display.plot_rollback([5], step, {"target": (1, 2)})
     with pytest.raises(TypeError, match="cached"):
         display.CacheWatch(object())
+
+
+def _ancestors(parents: list[int], i: int) -> set[int]:
+    out = {i}
+    while parents[i] >= 0:
+        i = parents[i]
+        out.add(i)
+    return out
+
+
+def test_plot_tree_draws_every_edge_and_the_ancestry_mask() -> None:
+    parents = [-1, -1, 0, 0, 1, 2, 2]
+    tokens = torch.tensor([10, 11, 12, 13, 14, 15, 16])
+    tt = tree.TokenTree(tokens, parents, torch.zeros(7, 20))
+    fig, axes = plt.subplots(1, 2)
+    drawn = display.plot_tree(tt, decode=lambda t: f"t{t}", root="R", axes=axes)
+    edges = {line.get_gid() for line in axes[0].lines}
+    image = np.asarray(axes[1].images[0].get_array())
+    plt.close(fig)
+    want = np.array([[j in _ancestors(parents, i) for j in range(7)] for i in range(7)])
+    np.testing.assert_array_equal(drawn.mask, want)
+    np.testing.assert_array_equal(image, want)  # what is on screen is the mask
+    assert edges == {f"edge:{p}:{i}" for i, p in enumerate(parents)}
+    assert drawn.depths == [1, 1, 2, 2, 2, 3, 3] and drawn.xy[:, 0].tolist() == drawn.depths
+    for i, p in enumerate(parents):  # a parent sits between its first and last child
+        kids = [k for k, q in enumerate(parents) if q == i]
+        if kids:
+            assert drawn.xy[kids[0], 1] <= drawn.xy[i, 1] <= drawn.xy[kids[-1], 1]
+        assert p < i
+    assert drawn.labels[3] == "3: t13" and "R" in [t.get_text() for t in axes[0].texts]
+
+
+def test_plot_tree_marks_empty_slots() -> None:
+    tt = tree.TokenTree(
+        torch.tensor([4, 0]), [-1, -1], torch.zeros(2, 5), alive=torch.tensor([True, False])
+    )
+    drawn = display.plot_tree(tt)
+    assert drawn.labels == ["0: 4", "1: (empty)"]
+    with pytest.raises(ValueError, match="3 tokens for 2 parents"):
+        display.plot_tree(tree.TokenTree(torch.tensor([1, 2, 3]), [-1, 0], torch.zeros(3, 4)))
