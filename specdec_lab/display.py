@@ -16,6 +16,7 @@ Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ 
 - `CacheWatch(session)` records a session's cache length around every `crop`; `plot_rollback`
   draws the caches before and after a step's rollback from those records.
 - `plot_tree(tree)` draws a token tree (`tree.TokenTree`) beside its ancestry mask.
+- `plot_side_by_side(rows)` draws methods' tokens per target call and tokens per second.
 - `plain_log_ticks(ax)` labels log axes with plain numbers.
 
 Nothing here changes a result or draws random numbers.
@@ -794,6 +795,89 @@ def _as_list(values: Any) -> list:
 
 
 # --------------------------------------------------------------------------------------------
+# Methods side by side
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SideBySide:
+    """What `plot_side_by_side` drew: methods (rows, top to bottom) and temperatures (bars);
+    tokens_per_call, tokens_per_second and speedup (tokens per second over the baseline's at
+    the same temperature) are (methods, temperatures) arrays."""
+
+    methods: list[str]
+    temperatures: list[float]
+    tokens_per_call: np.ndarray
+    tokens_per_second: np.ndarray
+    speedup: np.ndarray
+    baseline: str
+
+
+def plot_side_by_side(
+    rows: Iterable[Sequence[Any]],
+    *,
+    baseline: str = "autoregressive",
+    axes: Sequence[Any] | None = None,
+) -> SideBySide:
+    """Two panels from measured rows (temperature, method, tokens per target call, tokens/s).
+
+    Left: tokens per target call, what a method buys. Right: tokens per second, what it costs,
+    with each bar's speedup over `baseline` at its temperature and the baseline as a dashed line.
+    Every method needs a row at every temperature. `axes`: two axes, else a new figure that is
+    closed before returning.
+    """
+    import matplotlib.pyplot as plt
+
+    rows = [tuple(r) for r in rows]
+    if any(len(r) != 4 for r in rows):
+        raise ValueError("each row is (temperature, method, tokens per target call, tokens/s)")
+    methods = list(dict.fromkeys(str(r[1]) for r in rows))
+    temperatures = list(dict.fromkeys(float(r[0]) for r in rows))
+    cells: dict[tuple[float, str], tuple[float, float]] = {}
+    for t, name, tpc, tps in rows:
+        key = (float(t), str(name))
+        if key in cells:
+            raise ValueError(f"two rows for {name!r} at T = {t:g}")
+        cells[key] = (float(tpc), float(tps))
+    missing = [f"{m!r} at T = {t:g}" for t in temperatures for m in methods if (t, m) not in cells]
+    if missing:
+        raise ValueError(f"no row for {', '.join(missing)}")
+    if baseline not in methods:
+        raise ValueError(f"the baseline {baseline!r} is not among the methods {methods}")
+    per_call = np.array([[cells[t, m][0] for t in temperatures] for m in methods])
+    per_second = np.array([[cells[t, m][1] for t in temperatures] for m in methods])
+    speedup = per_second / per_second[methods.index(baseline)]
+
+    own = axes is None
+    if own:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 * len(methods) * len(temperatures) + 1.5))
+    ax_call, ax_time = axes
+    y = np.arange(len(methods))
+    height = 0.8 / len(temperatures)
+    colours = ["#0969da", "#bf8700", "#8250df", "#1a7f37"]
+    for j, t in enumerate(temperatures):
+        offset = (j - (len(temperatures) - 1) / 2) * height
+        label = "greedy (T = 0)" if t == 0 else f"T = {t:g}"
+        colour = colours[j % len(colours)]
+        ax_call.barh(y + offset, per_call[:, j], height, color=colour, label=label)
+        bars = ax_time.barh(y + offset, per_second[:, j], height, color=colour, label=label)
+        ax_time.bar_label(bars, [f"{s:.2f}×" for s in speedup[:, j]], fontsize="x-small", padding=2)
+        ax_time.axvline(per_second[methods.index(baseline), j], color=colour, ls="--", lw=0.8)
+    for ax in axes:
+        ax.set_yticks(y, methods)
+        ax.invert_yaxis()
+    ax_call.axvline(1, color="k", lw=0.8)
+    ax_call.set(xlabel="tokens per target call (what it buys)")
+    ax_time.set(xlabel=f"tokens per second (what it costs; × = vs {baseline})")
+    ax_time.set_xlim(0, per_second.max() * 1.18)
+    ax_time.set_yticklabels([])
+    ax_call.legend(fontsize="small", loc="lower right")
+    if own:
+        plt.close(fig)
+    return SideBySide(methods, temperatures, per_call, per_second, speedup, baseline)
+
+
+# --------------------------------------------------------------------------------------------
 # Axes
 # --------------------------------------------------------------------------------------------
 
@@ -829,6 +913,7 @@ __all__ = [
     "LawPlot",
     "Piece",
     "RollbackPlot",
+    "SideBySide",
     "StepPlot",
     "TVPlot",
     "Trace",
@@ -836,6 +921,7 @@ __all__ = [
     "plain_log_ticks",
     "plot_law",
     "plot_rollback",
+    "plot_side_by_side",
     "plot_step",
     "plot_tree",
     "plot_tv_vs_n",

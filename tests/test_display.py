@@ -318,3 +318,36 @@ def test_plot_tree_marks_empty_slots() -> None:
     assert drawn.labels == ["0: 4", "1: (empty)"]
     with pytest.raises(ValueError, match="3 tokens for 2 parents"):
         display.plot_tree(tree.TokenTree(torch.tensor([1, 2, 3]), [-1, 0], torch.zeros(3, 4)))
+
+
+ROWS = [
+    (0.0, "autoregressive", 1.0, 50.0),
+    (0.0, "chain", 3.0, 75.0),
+    (1.0, "autoregressive", 1.0, 40.0),
+    (1.0, "chain", 2.0, 30.0),
+]
+
+
+def test_plot_side_by_side_plots_the_rows() -> None:
+    fig, axes = plt.subplots(1, 2)
+    drawn = display.plot_side_by_side(ROWS, axes=axes)
+    widths = [[p.get_width() for p in ax.patches] for ax in axes]
+    plt.close(fig)
+    assert drawn.methods == ["autoregressive", "chain"] and drawn.temperatures == [0.0, 1.0]
+    np.testing.assert_allclose(drawn.tokens_per_call, [[1, 1], [3, 2]])
+    np.testing.assert_allclose(drawn.tokens_per_second, [[50, 40], [75, 30]])
+    np.testing.assert_allclose(drawn.speedup, [[1, 1], [1.5, 0.75]])
+    assert widths == [[1.0, 3.0, 1.0, 2.0], [50.0, 75.0, 40.0, 30.0]]  # bars: T = 0, then T = 1
+    labels = [t.get_text() for t in axes[1].texts]
+    assert "1.50×" in labels and "0.75×" in labels
+
+
+def test_plot_side_by_side_refuses_incomplete_rows() -> None:
+    with pytest.raises(ValueError, match="no row for 'chain' at T = 1"):
+        display.plot_side_by_side(ROWS[:3])
+    with pytest.raises(ValueError, match="two rows"):
+        display.plot_side_by_side(ROWS + ROWS[:1])
+    with pytest.raises(ValueError, match="baseline"):
+        display.plot_side_by_side(ROWS, baseline="tree")
+    with pytest.raises(ValueError, match="each row"):
+        display.plot_side_by_side([(0.0, "autoregressive", 1.0)])
