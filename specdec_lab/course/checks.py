@@ -953,9 +953,11 @@ def exercise_6_1(accept_any: Callable[[torch.Tensor, torch.Tensor, int], float],
             f"Exercise 6.1: k = {k}: yours {mine:.3f}, measured {hits / trials:.3f}{why}"
         )
     require_prediction("6.1", prediction)
+    if not 0 <= prediction <= 1:
+        raise AssertionError("Exercise 6.1: your prediction is a probability, between 0 and 1")
     print(
-        f"α = {alpha:.3f}; one of 2: {accept_any(p, q, 2):.3f}; one of 3: {accept_any(p, q, 3):.3f}; "
-        f"with q = p you predicted {prediction}, the answer is 1"
+        f"the check's own pair: α = {alpha:.3f}; one of 2: {accept_any(p, q, 2):.3f}; "
+        f"one of 3: {accept_any(p, q, 3):.3f} (the next cell sets your prediction beside the count)"
     )
     print("Exercise 6.1: correct!")
 
