@@ -39,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, run fro
 import gpu_device_checks  # noqa: E402
 
 RESULTS = data.RESULTS_DIR
+# the bench runs in its own process (a fresh allocator); a simulated accelerator swaps this
+BENCH_COMMAND = [sys.executable, "-m", "specdec_lab", "bench"]
 
 
 def profile(device: torch.device, smoke: bool) -> dict:
@@ -215,14 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         RESULTS / f"{prefix}-profile-{tag}.json", profile(device, smoke), device
     )
     print(f"wrote {path} ({time.perf_counter() - start:.0f} s)")
-    bench = [
-        sys.executable,
-        "-m",
-        "specdec_lab",
-        "bench",
-        "--out",
-        str(RESULTS / f"{prefix}-bench-{tag}.json"),
-    ]
+    bench = [*BENCH_COMMAND, "--out", str(RESULTS / f"{prefix}-bench-{tag}.json")]
     if smoke:
         bench.append("--smoke")
     if env.gpu_paths(device):  # what a GPU loads by default; exactness is then not asserted

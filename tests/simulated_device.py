@@ -74,6 +74,7 @@ INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default}
 NO_GUARD = f"PyTorch is not linked with support for {NAME} devices"
 NO_KERNEL = f"with arguments from the '{NAME}' backend"
 TRANSFERS = {torch.Tensor.to, torch.Tensor.cpu}
+DATA = torch._C.TensorBase.__dict__["data"]  # the descriptor behind `t.data = new`
 FROM_DATA = {torch.tensor, torch.as_tensor, torch.asarray}
 HOST_READS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__"}
 
@@ -112,6 +113,8 @@ class DeviceTensor(torch.Tensor):
             return getattr(args[0].elem, name)(*args[1:], **(kwargs or {}))
         if name in ("__getitem__", "__setitem__") and isinstance(args[0], DeviceTensor):
             return _index(name, *args)
+        if name == "__set__" and getattr(func, "__self__", None) is DATA:  # `t.data = new`,
+            args[0].elem = _values(args[1])  # as nn.Module.to(dtype) converts its parameters
         try:
             with torch._C.DisableTorchFunctionSubclass():
                 return func(*args, **(kwargs or {}))

@@ -4,6 +4,9 @@ bench in reduced precision) at smoke sizes and writes the documented schema."""
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +130,27 @@ def test_a_transformers_without_the_cache_api_is_refused_in_one_sentence(
     assert gpu_check.main(["--smoke"]) == 2
     err = capsys.readouterr().err.strip()
     assert "cache=" in err and "\n" not in err
+
+
+@pytest.mark.accelerator
+@needs_embedded
+def test_gpu_check_end_to_end_on_the_simulated_accelerator() -> None:
+    """`scripts/gpu_check.py` as one process on the simulated accelerator (tests/sim_main.py),
+    its bench subprocess on it too: every part records, none fails, and each record names the
+    stand-in device. (It writes git-ignored smoke-*-sim.json records under data/results/.)"""
+    sim_main = Path(__file__).resolve().parent / "sim_main.py"
+    run = subprocess.run(
+        [sys.executable, str(sim_main), str(SCRIPT), "--notebooks", "01_draft_and_verify.ipynb"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env=os.environ | {"OMP_NUM_THREADS": "1", env.FREE_MEMORY_GIB: "0.3"},
+    )
+    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-3000:])
+    for part in ("device", "profile", "bench", "notebooks"):
+        record = json.loads((data.RESULTS_DIR / f"smoke-{part}-sim.json").read_text())
+        assert record["device_info"]["device"] == "sim", part
+    device = json.loads((data.RESULTS_DIR / "smoke-device-sim.json").read_text())["results"]
+    assert not [part for part, r in device.items() if "error" in r], device
+    notebooks = json.loads((data.RESULTS_DIR / "smoke-notebooks-sim.json").read_text())["results"]
+    assert all(r["ok"] for r in notebooks.values()), notebooks

@@ -63,6 +63,17 @@ def test_models_load_inside_the_simulation_as_outside_it(tmp_path) -> None:
     assert torch.equal(pairs.load_model("target", "cpu").model.rotary_emb.inv_freq, outside)
 
 
+def test_a_model_on_the_device_changes_dtype_with_its_values() -> None:
+    """`module.to(dtype)` on the device sets each parameter's `.data`: the values must follow
+    (a wrapper that kept its float32 values behind a bfloat16 face failed gpu_check's bench)."""
+    sim = Simulation()
+    with sim.active():
+        layer = sim.to_device(torch.nn.Linear(4, 3)).to(torch.bfloat16)
+        assert layer.weight.elem.dtype == torch.bfloat16
+        x = torch.ones(4, dtype=torch.bfloat16).to(DEVICE)
+        assert layer(x).dtype == torch.bfloat16
+
+
 def test_the_mps_flavour_refuses_float64_on_the_device() -> None:
     sim = Simulation(flavour="mps")
     with sim.active():
