@@ -55,7 +55,7 @@ test: $(STAMP) $(SMOLLM2) lint  ## the whole suite: lint, pytest and every noteb
 	$(BIN)/python -m pytest -n 2 --dist loadscope --nbval-lax --nbval-current-env -m "not accelerator" tests notebooks
 
 test-accelerator: $(STAMP) $(SMOLLM2)  ## every notebook, and gpu_check end to end, on the simulated accelerator
-	$(BIN)/python -m pytest -n 2 -m accelerator tests/test_accelerator_notebooks.py tests/test_gpu_check.py
+	$(BIN)/python -m pytest -n 2 -m accelerator tests/test_accelerator_notebooks.py tests/test_gpu_check.py tests/test_gpu_dry_run.py
 
 # Notebook hygiene is checked on what git would commit (the index), not on the working copies,
 # which keep the outputs of whatever a learner ran. Outside a git checkout, the files are checked.

@@ -3,7 +3,9 @@
 With `SPECDEC_LAB_FORCE_GPU_PATHS=1`, `env.gpu_paths()` is True on a CPU, so each notebook
 takes the branches a GPU user executes (the hub pair with its memory guard, the ladder's memory
 guard, exactness checks chosen by dtype), while `env.dry_run()` keeps the CPU sizes. The plain
-CPU branches run under nbval in the same suite.
+CPU branches run under nbval in `make test`; these four runs take minutes, so they run in `make
+test-accelerator`, beside the same notebooks on the simulated accelerator
+(tests/test_accelerator_notebooks.py), which takes these branches with tensors on a device.
 
 In notebook 03 the hub pair loads as a tiny random stand-in of its family, so the whole notebook
 runs with a pair that is not the embedded one: every claim it asserts about the embedded pair
@@ -45,6 +47,7 @@ def dry_run(monkeypatch):
     return monkeypatch
 
 
+@pytest.mark.accelerator  # minutes; make test-accelerator runs it beside the simulated device's
 @pytest.mark.parametrize(
     "name",
     [
