@@ -351,3 +351,75 @@ def test_plot_side_by_side_refuses_incomplete_rows() -> None:
         display.plot_side_by_side(ROWS, baseline="tree")
     with pytest.raises(ValueError, match="each row"):
         display.plot_side_by_side([(0.0, "autoregressive", 1.0)])
+
+
+def _mock_pair(vocab: int = 12):
+    """A pair-shaped object over mock models: what `first_look` reads of `models.Pair`."""
+    from types import SimpleNamespace
+
+    target = mock.MockLM(vocab_size=vocab, seed=0)
+    letters = "abcdefghijklmnopqrstuvwxyz"[:vocab]
+    return SimpleNamespace(
+        target=target,
+        draft=mock.MockDraft(target, quality=0.8, seed=1),
+        device=torch.device("cpu"),
+        vocab_size=vocab,
+        encode=lambda text: torch.tensor([letters.index(c) for c in text]),
+        decode=lambda ids: "".join(letters[int(i)] for i in ids),
+    )
+
+
+def test_first_look_reports_the_runs_it_made() -> None:
+    pair = _mock_pair()
+    look = display.first_look(pair, "abc", max_new_tokens=30, gamma=3, rounds=2)
+    spec, ar = look.speculative.stats, look.autoregressive.stats
+    ref = decoding.autoregressive_generate(pair.target, pair.encode("abc"), 30, temperature=0)
+    assert look.identical and look.speculative.tokens.tolist() == ref.tokens.tolist()  # greedy
+    assert look.trace.output_tokens == look.speculative.tokens.tolist()  # the speculative run
+    assert look.trace.prompt == "abc" and look.trace.counts()["accepted"] == sum(spec.accepted)
+    assert ar.target_calls == 30 and spec.target_calls == len(spec.steps) < 30
+    assert look.tokens_per_call == 30 / spec.target_calls > 1
+    assert look.rounds == 2 and all(len(s) == 2 for s in look.seconds.values())
+    assert look.speedup == min(look.seconds["autoregressive"]) / min(look.seconds["speculative"])
+    printed = "\n".join(look.lines)  # every number it prints is one it measured
+    assert f"{look.tokens_per_call:.2f} tokens per target call" in printed
+    assert f"{spec.target_calls} speculative vs 30 autoregressive" in printed
+    assert "identical to the target's own greedy output: True" in printed
+    assert f"speedup {look.speedup:.2f}x" in printed and "this machine" in printed
+    assert look.html().startswith(look.trace.html()) and str(look).endswith(look.lines[-1])
+
+
+def test_first_look_times_the_fastest_round_after_an_untimed_warm_up(monkeypatch) -> None:
+    from specdec_lab.measure import timing
+
+    fake = {  # (method, tokens asked) -> seconds, one per call, in order
+        ("speculative", 8): [100.0],
+        ("autoregressive", 8): [100.0],
+        ("speculative", 20): [3.0, 1.0, 2.0],
+        ("autoregressive", 20): [4.0, 6.0, 5.0],
+    }
+    real_run_timed = timing.run_timed
+
+    def run_timed(pair, ids, draft, n_new, gamma, clock, temperature, generator):
+        out, _ = real_run_timed(pair, ids, draft, n_new, gamma, clock, temperature, generator)
+        return out, fake["autoregressive" if draft is None else "speculative", n_new].pop(0)
+
+    monkeypatch.setattr(timing, "run_timed", run_timed)
+    look = display.first_look(_mock_pair(), "ab", max_new_tokens=20, rounds=3)
+    assert all(not left for left in fake.values())  # one warm-up each, then three rounds each
+    assert look.seconds == {"speculative": (3.0, 1.0, 2.0), "autoregressive": (4.0, 6.0, 5.0)}
+    assert look.speedup == 4.0  # fastest against fastest, the warm-up left out
+    assert "speculative 1000 ms, autoregressive 4000 ms, speedup 4.00x" in look.lines[-1]
+
+
+def test_first_look_sampled_uses_one_seed_and_says_equality_is_not_required() -> None:
+    pair = _mock_pair()
+    a = display.first_look(pair, "ab", max_new_tokens=25, rounds=1, temperature=1.0, seed=3)
+    b = display.first_look(pair, "ab", max_new_tokens=25, rounds=1, temperature=1.0, seed=3)
+    assert a.speculative.tokens.tolist() == b.speculative.tokens.tolist()  # seeded: repeatable
+    assert "sampled at T = 1" in a.lines[0] and "not required" in a.lines[0]
+
+
+def test_first_look_refuses_no_rounds() -> None:
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        display.first_look(_mock_pair(), "ab", rounds=0)
