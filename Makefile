@@ -18,7 +18,7 @@ LAB = $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --port=$(JUPYTER_PORT)
 	$(if $(JUPYTER_TOKEN),--IdentityProvider.token="$(JUPYTER_TOKEN)") \
 	$(if $(AS_ROOT),--allow-root) $(JUPYTER_ARGS)
 
-.PHONY: help lab workshop-lab git-filter test test-accelerator lint browser-test demo bench clean workshop site smollm2
+.PHONY: help lab workshop-lab git-filter test test-core-path test-accelerator lint browser-test demo bench clean workshop site smollm2
 
 help:  ## list the commands
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -52,7 +52,10 @@ git-filter: $(STAMP)
 	@if $(IN_GIT); then $(BIN)/nbstripout --install; fi
 
 test: $(STAMP) $(SMOLLM2) lint  ## the whole suite: lint, pytest and every notebook under nbval
-	$(BIN)/python -m pytest -n 2 --dist loadscope --nbval-lax --nbval-current-env -m "not accelerator" tests notebooks
+	$(BIN)/python -m pytest -n 2 --dist loadscope --nbval-lax --nbval-current-env -m "not accelerator and not corepath" tests notebooks
+
+test-core-path: $(STAMP) $(SMOLLM2)  ## each notebook's setup and core sections alone, as a workshop runs them
+	$(BIN)/python -m pytest -n 2 -m corepath tests/test_core_path.py
 
 test-accelerator: $(STAMP) $(SMOLLM2)  ## every notebook, and gpu_check end to end, on the simulated accelerator
 	$(BIN)/python -m pytest -n 2 -m accelerator tests/test_accelerator_notebooks.py tests/test_gpu_check.py tests/test_gpu_dry_run.py

@@ -89,3 +89,63 @@ def test_the_check_catches_a_core_cell_that_needs_an_optional_one(tmp_path: Path
     nbformat.write(nb, path)
     (gap,) = core_path_gaps(path)
     assert "['B', 'C', 'helper']" in gap and "cell 3, optional" in gap and "nowhere" in gap
+
+
+# ------------------------------------------------------------------ and it runs
+def core_only(path: Path, until_first_stub: bool = False) -> nbformat.NotebookNode:
+    """The notebook with only its setup and core sections' cells (a workshop's path through it);
+    with `until_first_stub`, cut before the first cell a student has to fill in."""
+    nb = nbformat.read(path, as_version=4)
+    kind, cells = "core", []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("## ") and (m := MARKER.search(line)):
+                    kind = m.group(1)
+        if until_first_stub and "raise NotImplementedError" in cell.source:
+            break
+        if kind == "core":
+            cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+WORKSHOP = [p.parents[1] / "workshop" / p.name for p in NOTEBOOKS]
+
+
+@pytest.mark.corepath
+@pytest.mark.parametrize(
+    "path", NOTEBOOKS + WORKSHOP, ids=lambda p: f"{p.parent.name}/{p.name[:2]}"
+)
+def test_the_core_path_runs_alone(path: Path, run_notebook, monkeypatch) -> None:
+    """Execute the setup and the core sections only (student notebooks up to their first stub),
+    in a fresh kernel: what a workshop that follows the agenda runs."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    nb = core_only(path, until_first_stub=path.parent.name == "workshop")
+    assert any(c.cell_type == "code" for c in nb.cells)
+    run_notebook(nb)
+
+
+def test_core_only_keeps_the_setup_and_core_sections_and_stops_at_a_stub(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    nb.cells = [
+        code("x = 1"),
+        md("## 1. Core (core, 5 min)"),
+        code("y = x"),
+        md("## 2. Extra (optional, 5 min)"),
+        code("z = 3"),
+        md("## 3. Again (core, 5 min)"),
+        code("raise NotImplementedError('yours')"),
+        code("w = y"),
+    ]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    assert [c.source for c in core_only(path).cells if c.cell_type == "code"] == [
+        "x = 1",
+        "y = x",
+        "raise NotImplementedError('yours')",
+        "w = y",
+    ]
+    cut = core_only(path, until_first_stub=True)
+    assert [c.source for c in cut.cells if c.cell_type == "code"] == ["x = 1", "y = x"]
