@@ -425,13 +425,30 @@ def encode_corpus_file(tokenizer, path: Path):
     return out
 
 
-def heldout_texts(
-    n_per_domain: int, min_chars: int = 1536, max_chars: int = 2048
-) -> dict[str, list[str]]:
-    """Code and prose of the standard-library files held out from training (`is_heldout`):
-    up to `n_per_domain` texts per domain, each cut to `max_chars` characters."""
-    texts: dict[str, list[str]] = {"code": [], "prose": []}
-    for rel, path in iter_source_files():
+HELDOUT_FILE = Path(__file__).resolve().parents[2] / "data" / "heldout" / "stdlib-heldout.json"
+"""The held-out texts notebook 03 measures, shipped (see data/heldout/README.md)."""
+HELDOUT_MIN_CHARS, HELDOUT_MAX_CHARS = 1536, 2048
+"""The selection the shipped file was written with: texts longer than 1,536 characters, cut to
+2,048 (6 and 8 characters per token of notebook 03's 256-token windows)."""
+
+
+def select_heldout_texts(
+    min_chars: int = HELDOUT_MIN_CHARS,
+    max_chars: int = HELDOUT_MAX_CHARS,
+    n_per_domain: int | None = None,
+    root: Path | None = None,
+) -> dict[str, list[tuple[str, str]]]:
+    """Code and prose of the standard-library files under `root` held out from training
+    (`is_heldout`), read from the source: `(relative path, text)` pairs per domain, each text
+    longer than `min_chars` and cut to `max_chars` characters, at most `n_per_domain` per domain
+    (all when None), in sorted path order.
+
+    The result depends on the stdlib of the interpreter that runs it (files come and go between
+    Python versions): notebook 03 reads the shipped copy, `heldout_texts`, instead.
+    """
+    texts: dict[str, list[tuple[str, str]]] = {"code": [], "prose": []}
+    full = n_per_domain if n_per_domain is not None else float("inf")
+    for rel, path in iter_source_files(root):
         if not is_heldout(rel):
             continue
         source = path.read_text(encoding="utf-8", errors="replace")
@@ -442,8 +459,60 @@ def heldout_texts(
         except (SyntaxError, ValueError):
             continue
         for domain, text in (("code", code_text), ("prose", prose_text)):
-            if len(texts[domain]) < n_per_domain and len(text) > min_chars:
-                texts[domain].append(text[:max_chars])
-        if all(len(t) == n_per_domain for t in texts.values()):
+            if len(texts[domain]) < full and len(text) > min_chars:
+                texts[domain].append((rel, text[:max_chars]))
+        if all(len(t) == full for t in texts.values()):
             break
     return texts
+
+
+def write_heldout_file(path: Path = HELDOUT_FILE, root: Path | None = None) -> dict[str, object]:
+    """Write the held-out selection of the running interpreter's stdlib to `path` (JSON).
+
+    Run once, on CPython 3.11, to produce the shipped file; returns what it wrote.
+    """
+    import platform
+
+    selected = select_heldout_texts(root=root)
+    record: dict[str, object] = {
+        "source": "the pure-Python standard library of CPython (files outside its test suites)",
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "license": "PSF-2.0 (Python Software Foundation License); see LICENSE beside this file",
+        "selection": (
+            "files held out by specdec_lab.course.corpus.is_heldout (sha1 of the path, 5%), data "
+            f"tables skipped, split by split_source into code and prose; texts longer than "
+            f"{HELDOUT_MIN_CHARS} characters, cut to {HELDOUT_MAX_CHARS}"
+        ),
+        "min_chars": HELDOUT_MIN_CHARS,
+        "max_chars": HELDOUT_MAX_CHARS,
+    }
+    for domain, pairs in selected.items():
+        record[domain] = [{"file": rel, "text": text} for rel, text in pairs]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return record
+
+
+def heldout_texts(n_per_domain: int, max_chars: int = HELDOUT_MAX_CHARS) -> dict[str, list[str]]:
+    """Up to `n_per_domain` held-out texts per domain (the first ones, in the shipped order),
+    each cut to `max_chars` characters, read from the shipped file `HELDOUT_FILE`, not from the
+    running Python's stdlib: every Python the course supports measures the same texts.
+
+    The file holds the whole selection (27 code and 20 prose texts), so a larger `n_per_domain`
+    returns all of them. Raises `ValueError` for texts longer than the file holds.
+    """
+    if not HELDOUT_FILE.exists():
+        raise FileNotFoundError(
+            f"{HELDOUT_FILE} is missing: it ships with the course (git checkout data/heldout)"
+        )
+    if n_per_domain < 1:
+        raise ValueError(f"n_per_domain must be at least 1, got {n_per_domain}")
+    record = json.loads(HELDOUT_FILE.read_text(encoding="utf-8"))
+    if not 0 < max_chars <= record["max_chars"]:
+        raise ValueError(
+            f"max_chars={max_chars}: the shipped texts are cut to {record['max_chars']} characters"
+        )
+    return {
+        domain: [t["text"][:max_chars] for t in record[domain][:n_per_domain]]
+        for domain in ("code", "prose")
+    }
