@@ -6,21 +6,16 @@ See `specdec_lab.course.exercises` for the format.
 """
 
 from specdec_lab import theory
+from specdec_lab.course import checks
+from specdec_lab.measure import profiling
 
 
-def knee_after_the_crossing(ks, latencies, tol=0.1):
-    """Returns the first k above the limit instead of the last k below it (off by one step)."""
-    limit = (1 + tol) * latencies[0]
-    for k, t in zip(ks, latencies, strict=True):
-        if t > limit:
-            return k
-    return ks[-1]
-
-
-def last_k_under_the_limit(ks, latencies, tol=0.1):
-    """Does not stop at the first crossing: a later noisy dip moves the knee."""
-    limit = (1 + tol) * latencies[0]
-    return max(k for k, t in zip(ks, latencies, strict=True) if t <= limit)
+def reading(example_k, own_k=1):
+    """`knees_5_1` with `example_k` read off the worked curve and `own_k` off every model of the
+    CPU ladder (the check reads the worked curve first, so that is where these fail). Given as
+    {answer name: value}: a bare dict would be taken for a dict of answer names."""
+    knees = {checks.WORKED_KNEE_NAME: example_k} | {name: own_k for name in profiling.CPU_LADDER}
+    return {"knees_5_1": knees}
 
 
 def free_verification(alpha, c, ks, latencies):
@@ -42,29 +37,15 @@ def inverted_c(alpha, c, ks, latencies):
     return max(cost, key=lambda g: theory.speedup(alpha, g, 1 / c, cost[g]))
 
 
-def delegates(ks, latencies, tol=0.1):
-    """Calls profiling.find_knee, the function the exercise asks to write."""
-    from specdec_lab.measure import profiling
-
-    return profiling.find_knee(ks, latencies, tol)
-
-
-def limit_counts_as_paid(ks, latencies, tol=0.1):
-    """Stops at the first k whose latency reaches (not exceeds) (1 + tol) times k = 1."""
-    knee = ks[0]
-    for k, t in zip(ks, latencies, strict=True):
-        if t >= (1 + tol) * latencies[0]:
-            break
-        knee = k
-    return knee
-
-
 WRONG_ANSWERS = {
-    "5.1": {
-        "first k past the limit": knee_after_the_crossing,
-        "ignores the first crossing": last_k_under_the_limit,
-        "delegates to profiling.find_knee": delegates,
-        "the limit itself counts as paid (>= instead of >)": limit_counts_as_paid,
+    "5.1": {  # the worked curve: 1.00 0.96 1.03 1.06 1.14 1.07 1.90 at k = 1, 2, ..., 64
+        "the fastest k (the minimum)": reading(2),
+        "k = 1 for every curve": reading(1),
+        "the first k outside the band (one grid step too far)": reading(16),
+        "ignores the first crossing: the later dip back in": reading(32),
+        "interpolates between grid points": reading(12),
+        "γ = knee − 1 instead of the knee k": reading(7),
+        "one number, not a dict of curves": 8,
     },
     "5.2": {  # two answer names: the prediction stays as the student left it
         "free verification (r = 1)": {"best_gamma_on_device": free_verification},
