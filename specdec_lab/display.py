@@ -18,11 +18,9 @@ Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ 
 - `plot_tree(tree)` draws a token tree (`tree.TokenTree`) beside its ancestry mask.
 - `plot_side_by_side(rows)` draws methods' tokens per target call and tokens per second.
 - `plain_log_ticks(ax)` labels log axes with plain numbers.
-- `first_look(pair, prompt)` decodes one prompt speculatively and autoregressively and returns
-  a `FirstLook`: the trace, the tokens per target call, and the speedup on this machine's clock.
 
-Nothing here changes a result or draws random numbers, except `first_look`, which runs the
-decoders it reports on (greedy by default; sampled from generators it seeds itself).
+Nothing here changes a result or draws random numbers. (`measure.preview.first_look` runs a pair
+and shows it with `trace`.)
 """
 
 from __future__ import annotations
@@ -36,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from specdec_lab import data
+from specdec_lab.engine.sessions import tree_ancestry, tree_depths
 from specdec_lab.proof.stats import tv_distance, tv_tolerance
 
 KINDS = ("accepted", "rejected", "discarded", "correction", "bonus")
@@ -701,8 +700,6 @@ def plot_tree(
     """
     import matplotlib.pyplot as plt
 
-    from specdec_lab.engine.sessions import tree_ancestry, tree_depths
-
     decode = decode if decode is not None else str
     parents = [int(p) for p in token_tree.parents]
     tokens = [int(t) for t in _as_list(token_tree.tokens)]
@@ -911,7 +908,6 @@ def plain_log_ticks(ax: Any, axis: str = "both", minor: bool | None = None) -> N
 __all__ = [
     "COLOURS",
     "KINDS",
-    "FirstLook",
     "OUTPUT_KINDS",
     "CacheWatch",
     "LawPlot",
@@ -922,7 +918,6 @@ __all__ = [
     "TVPlot",
     "Trace",
     "TreePlot",
-    "first_look",
     "plain_log_ticks",
     "plot_law",
     "plot_rollback",
@@ -948,158 +943,4 @@ def greedy_loop_note(training_log: str | Path | None = None) -> str:
         n=quality["new_tokens"],
         own=quality["greedy_repeated_4gram_median"],
         human=quality["human_code_repeated_4gram_median"],
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# A first look: one speculative run, its trace, its counts and its clock
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, repr=False)
-class FirstLook:
-    """What `first_look` ran, measured and shows. Render it by leaving it last in a cell.
-
-    `speculative` and `autoregressive` are the first round's runs (every round repeats the same
-    work); `seconds` holds every round's time per method, on `clock_name`; the reported time is
-    the fastest round (`timing.Timing.min`). `lines` is the summary printed under the trace.
-    """
-
-    trace: Trace
-    speculative: Any  # decoding.Generation
-    autoregressive: Any  # decoding.Generation
-    gamma: int
-    temperature: float
-    seconds: dict[str, tuple[float, ...]]
-    clock_name: str
-    machine: str
-
-    @property
-    def rounds(self) -> int:
-        return len(self.seconds["speculative"])
-
-    @property
-    def tokens_per_call(self) -> float:
-        """New tokens per target forward of the speculative run (autoregressive: exactly 1)."""
-        return self.speculative.stats.tokens_per_target_call
-
-    @property
-    def identical(self) -> bool:
-        """Whether both runs produced the same tokens: required when greedy (T = 0); at T > 0
-        they share only their distribution, and the same seed does not make them equal."""
-        return self.speculative.tokens.tolist() == self.autoregressive.tokens.tolist()
-
-    @property
-    def speedup(self) -> float:
-        """Autoregressive seconds over speculative seconds, each the fastest of the rounds."""
-        return min(self.seconds["autoregressive"]) / min(self.seconds["speculative"])
-
-    @property
-    def lines(self) -> list[str]:
-        s, a = self.speculative.stats, self.autoregressive.stats
-        if self.temperature == 0:
-            same = f"greedy, identical to the target's own greedy output: {self.identical}"
-        else:
-            same = (
-                f"sampled at T = {self.temperature:g}: same tokens as autoregressive "
-                f"{self.identical} (not required: the two share a distribution, not draws)"
-            )
-        t_spec, t_ar = min(self.seconds["speculative"]), min(self.seconds["autoregressive"])
-        return [
-            f"{s.new_tokens} new tokens, γ = {self.gamma}; {same}",
-            f"target calls: {s.target_calls} speculative vs {a.target_calls} autoregressive, "
-            f"so {self.tokens_per_call:.2f} tokens per target call (autoregressive: 1)",
-            f"measured on this machine ({self.machine}), {self.clock_name}, fastest of "
-            f"{self.rounds} rounds: speculative {1e3 * t_spec:.0f} ms, autoregressive "
-            f"{1e3 * t_ar:.0f} ms, speedup {self.speedup:.2f}x",
-        ]
-
-    def html(self) -> str:
-        summary = "<br>".join(html.escape(line) for line in self.lines)
-        return (
-            f'{self.trace.html()}<div style="font-family:monospace; margin-top:6px">{summary}</div>'
-        )
-
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    def __str__(self) -> str:
-        return "\n".join([self.trace.plain(), "", *self.lines])
-
-    def __repr__(self) -> str:  # the text/plain fallback of a notebook
-        return str(self)
-
-
-def first_look(
-    pair: Any,
-    prompt: str | Sequence[int] | Any,
-    *,
-    max_new_tokens: int = 48,
-    gamma: int = 4,
-    rounds: int = 3,
-    temperature: float = 0.0,
-    seed: int = 0,
-    clock: Callable[[], float] | None = None,
-) -> FirstLook:
-    """One screen of speculative decoding on `pair` (`models.load_pair`): the coloured trace, the
-    tokens per target call, and the speedup over autoregressive decoding on this machine.
-
-    Both methods decode the same `prompt` (text, or (L,) ids) with generators seeded `seed`
-    (greedy at the default `temperature=0`, where the outputs must be identical). After an
-    untimed warm-up of each, `rounds` rounds time the speculative run, then the autoregressive
-    one (`timing.run_timed`, on `clock`, default `time.perf_counter`); a round can only be slowed
-    down by the rest of the machine, so each method's time is its fastest round.
-    """
-    import time
-
-    import torch
-
-    from specdec_lab import env
-    from specdec_lab.measure import timing
-
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
-    clock = time.perf_counter if clock is None else clock
-    ids = pair.encode(prompt) if isinstance(prompt, str) else torch.as_tensor(prompt)
-    drafts = {"speculative": pair.draft, "autoregressive": None}
-
-    def run(name: str, n_new: int) -> tuple[Any, float]:
-        generator = torch.Generator().manual_seed(seed)  # the same seed for both, every round
-        return timing.run_timed(
-            pair, ids, drafts[name], n_new, gamma, clock, temperature, generator
-        )
-
-    for name in drafts:  # untimed: first-call costs would land on one side only
-        run(name, min(8, max_new_tokens))
-    first: dict[str, Any] = {}
-    seconds: dict[str, list[float]] = {name: [] for name in drafts}
-    for _ in range(rounds):
-        for name in drafts:  # interleaved, so background load spreads over both
-            out, t = run(name, max_new_tokens)
-            first.setdefault(name, out)
-            seconds[name].append(t)
-    info = env.device_info(pair.device)
-    where = info.get("gpu", info["cpu"])
-    threads = info["torch_threads"]
-    machine = f"{where}, {threads} thread{'s' if threads != 1 else ''}"
-    spec = first["speculative"]
-    shown = trace(
-        spec.stats.steps,
-        decode=lambda t: pair.decode([t]),
-        prompt=prompt if isinstance(prompt, str) else pair.decode(ids.tolist()),
-        sep="",
-    )
-    clock_name = getattr(clock, "__name__", "clock")
-    clock_name = {"perf_counter": "wall clock", "process_time": "CPU time"}.get(
-        clock_name, clock_name
-    )
-    return FirstLook(
-        shown,
-        spec,
-        first["autoregressive"],
-        gamma,
-        float(temperature),
-        {name: tuple(s) for name, s in seconds.items()},
-        clock_name,
-        machine,
     )

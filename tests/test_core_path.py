@@ -102,7 +102,11 @@ def core_only(path: Path, until_first_stub: bool = False) -> nbformat.NotebookNo
             for line in cell.source.splitlines():
                 if line.startswith("## ") and (m := MARKER.search(line)):
                     kind = m.group(1)
-        if until_first_stub and "raise NotImplementedError" in cell.source:
+        if (
+            until_first_stub
+            and cell.cell_type == "code"
+            and "raise NotImplementedError" in cell.source
+        ):
             break
         if kind == "core":
             cells.append(cell)

@@ -11,6 +11,7 @@ import torch
 
 from specdec_lab import decoding, display, drafters, sampling, tree
 from specdec_lab.engine import sessions
+from specdec_lab.measure import preview
 from specdec_lab.proof import mock, stats
 
 STEPS = [
@@ -371,7 +372,7 @@ def _mock_pair(vocab: int = 12):
 
 def test_first_look_reports_the_runs_it_made() -> None:
     pair = _mock_pair()
-    look = display.first_look(pair, "abc", max_new_tokens=30, gamma=3, rounds=2)
+    look = preview.first_look(pair, "abc", max_new_tokens=30, gamma=3, rounds=2)
     spec, ar = look.speculative.stats, look.autoregressive.stats
     ref = decoding.autoregressive_generate(pair.target, pair.encode("abc"), 30, temperature=0)
     assert look.identical and look.speculative.tokens.tolist() == ref.tokens.tolist()  # greedy
@@ -405,7 +406,7 @@ def test_first_look_times_the_fastest_round_after_an_untimed_warm_up(monkeypatch
         return out, fake["autoregressive" if draft is None else "speculative", n_new].pop(0)
 
     monkeypatch.setattr(timing, "run_timed", run_timed)
-    look = display.first_look(_mock_pair(), "ab", max_new_tokens=20, rounds=3)
+    look = preview.first_look(_mock_pair(), "ab", max_new_tokens=20, rounds=3)
     assert all(not left for left in fake.values())  # one warm-up each, then three rounds each
     assert look.seconds == {"speculative": (3.0, 1.0, 2.0), "autoregressive": (4.0, 6.0, 5.0)}
     assert look.speedup == 4.0  # fastest against fastest, the warm-up left out
@@ -414,12 +415,12 @@ def test_first_look_times_the_fastest_round_after_an_untimed_warm_up(monkeypatch
 
 def test_first_look_sampled_uses_one_seed_and_says_equality_is_not_required() -> None:
     pair = _mock_pair()
-    a = display.first_look(pair, "ab", max_new_tokens=25, rounds=1, temperature=1.0, seed=3)
-    b = display.first_look(pair, "ab", max_new_tokens=25, rounds=1, temperature=1.0, seed=3)
+    a = preview.first_look(pair, "ab", max_new_tokens=25, rounds=1, temperature=1.0, seed=3)
+    b = preview.first_look(pair, "ab", max_new_tokens=25, rounds=1, temperature=1.0, seed=3)
     assert a.speculative.tokens.tolist() == b.speculative.tokens.tolist()  # seeded: repeatable
     assert "sampled at T = 1" in a.lines[0] and "not required" in a.lines[0]
 
 
 def test_first_look_refuses_no_rounds() -> None:
     with pytest.raises(ValueError, match="rounds must be >= 1"):
-        display.first_look(_mock_pair(), "ab", rounds=0)
+        preview.first_look(_mock_pair(), "ab", rounds=0)

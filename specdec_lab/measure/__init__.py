@@ -6,7 +6,8 @@
 - `records`: benchmark records under `data/results/`;
 - `acceptance`: α on held-out text, for several drafts at once;
 - `bench`: the side-by-side benchmark of every decoding method;
-- `vocab_cost`: what the loop itself costs per step as the vocabulary grows.
+- `vocab_cost`: what the loop itself costs per step as the vocabulary grows;
+- `preview`: a first look, one prompt decoded both ways and shown in one screen.
 
 May import: models and everything below it; nothing that teaches or parses arguments.
 """

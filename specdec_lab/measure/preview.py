@@ -1,0 +1,160 @@
+"""A first look: one prompt decoded speculatively and autoregressively on a pair, shown in one
+screen (notebook 00's first section): the coloured trace (`display.trace`), the tokens per target
+call, and the speedup on this machine's clock, each method timed as its fastest round
+(`timing.run_timed`). It decodes with generators seeded `seed`, and draws from no other RNG."""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from specdec_lab import env
+from specdec_lab.display import Trace, trace
+from specdec_lab.measure import timing
+
+
+@dataclass(frozen=True, repr=False)
+class FirstLook:
+    """What `first_look` ran, measured and shows. Render it by leaving it last in a cell.
+
+    `speculative` and `autoregressive` are the first round's runs (every round repeats the same
+    work); `seconds` holds every round's time per method, on `clock_name`; the reported time is
+    the fastest round (`timing.Timing.min`). `lines` is the summary printed under the trace.
+    """
+
+    trace: Trace
+    speculative: Any  # decoding.Generation
+    autoregressive: Any  # decoding.Generation
+    gamma: int
+    temperature: float
+    seconds: dict[str, tuple[float, ...]]
+    clock_name: str
+    machine: str
+
+    @property
+    def rounds(self) -> int:
+        return len(self.seconds["speculative"])
+
+    @property
+    def tokens_per_call(self) -> float:
+        """New tokens per target forward of the speculative run (autoregressive: exactly 1)."""
+        return self.speculative.stats.tokens_per_target_call
+
+    @property
+    def identical(self) -> bool:
+        """Whether both runs produced the same tokens: required when greedy (T = 0); at T > 0
+        they share only their distribution, and the same seed does not make them equal."""
+        return self.speculative.tokens.tolist() == self.autoregressive.tokens.tolist()
+
+    @property
+    def speedup(self) -> float:
+        """Autoregressive seconds over speculative seconds, each the fastest of the rounds."""
+        return min(self.seconds["autoregressive"]) / min(self.seconds["speculative"])
+
+    @property
+    def lines(self) -> list[str]:
+        s, a = self.speculative.stats, self.autoregressive.stats
+        if self.temperature == 0:
+            same = f"greedy, identical to the target's own greedy output: {self.identical}"
+        else:
+            same = (
+                f"sampled at T = {self.temperature:g}: same tokens as autoregressive "
+                f"{self.identical} (not required: the two share a distribution, not draws)"
+            )
+        t_spec, t_ar = min(self.seconds["speculative"]), min(self.seconds["autoregressive"])
+        return [
+            f"{s.new_tokens} new tokens, γ = {self.gamma}; {same}",
+            f"target calls: {s.target_calls} speculative vs {a.target_calls} autoregressive, "
+            f"so {self.tokens_per_call:.2f} tokens per target call (autoregressive: 1)",
+            f"measured on this machine ({self.machine}), {self.clock_name}, fastest of "
+            f"{self.rounds} rounds: speculative {1e3 * t_spec:.0f} ms, autoregressive "
+            f"{1e3 * t_ar:.0f} ms, speedup {self.speedup:.2f}x",
+        ]
+
+    def html(self) -> str:
+        summary = "<br>".join(html.escape(line) for line in self.lines)
+        return (
+            f'{self.trace.html()}<div style="font-family:monospace; margin-top:6px">{summary}</div>'
+        )
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def __str__(self) -> str:
+        return "\n".join([self.trace.plain(), "", *self.lines])
+
+    def __repr__(self) -> str:  # the text/plain fallback of a notebook
+        return str(self)
+
+
+def first_look(
+    pair: Any,
+    prompt: str | Sequence[int] | Any,
+    *,
+    max_new_tokens: int = 48,
+    gamma: int = 4,
+    rounds: int = 3,
+    temperature: float = 0.0,
+    seed: int = 0,
+    clock: Callable[[], float] | None = None,
+) -> FirstLook:
+    """One screen of speculative decoding on `pair` (`models.load_pair`): the coloured trace, the
+    tokens per target call, and the speedup over autoregressive decoding on this machine.
+
+    Both methods decode the same `prompt` (text, or (L,) ids) with generators seeded `seed`
+    (greedy at the default `temperature=0`, where the outputs must be identical). After an
+    untimed warm-up of each, `rounds` rounds time the speculative run, then the autoregressive
+    one (`timing.run_timed`, on `clock`, default `time.perf_counter`); a round can only be slowed
+    down by the rest of the machine, so each method's time is its fastest round.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    clock = time.perf_counter if clock is None else clock
+    ids = pair.encode(prompt) if isinstance(prompt, str) else torch.as_tensor(prompt)
+    drafts = {"speculative": pair.draft, "autoregressive": None}
+
+    def run(name: str, n_new: int) -> tuple[Any, float]:
+        generator = torch.Generator().manual_seed(seed)  # the same seed for both, every round
+        return timing.run_timed(
+            pair, ids, drafts[name], n_new, gamma, clock, temperature, generator
+        )
+
+    for name in drafts:  # untimed: first-call costs would land on one side only
+        run(name, min(8, max_new_tokens))
+    first: dict[str, Any] = {}
+    seconds: dict[str, list[float]] = {name: [] for name in drafts}
+    for _ in range(rounds):
+        for name in drafts:  # interleaved, so background load spreads over both
+            out, t = run(name, max_new_tokens)
+            first.setdefault(name, out)
+            seconds[name].append(t)
+    info = env.device_info(pair.device)
+    where = info.get("gpu", info["cpu"])
+    threads = info["torch_threads"]
+    machine = f"{where}, {threads} thread{'s' if threads != 1 else ''}"
+    spec = first["speculative"]
+    shown = trace(
+        spec.stats.steps,
+        decode=lambda t: pair.decode([t]),
+        prompt=prompt if isinstance(prompt, str) else pair.decode(ids.tolist()),
+        sep="",
+    )
+    clock_name = getattr(clock, "__name__", "clock")
+    clock_name = {"perf_counter": "wall clock", "process_time": "CPU time"}.get(
+        clock_name, clock_name
+    )
+    return FirstLook(
+        shown,
+        spec,
+        first["autoregressive"],
+        gamma,
+        float(temperature),
+        {name: tuple(s) for name, s in seconds.items()},
+        clock_name,
+        machine,
+    )
