@@ -755,7 +755,12 @@ def exercise_4_2(
     counts: Any,
 ) -> int:
     """Exercise 4.2: exact logs on which the plausible wrong fits of α pick another γ, simulated
-    noisy logs of a weak draft, and the real logs of §5 (`logged`, with the pooled `counts`)."""
+    noisy logs of a weak draft, and the real logs of §5 (`logged`, with the pooled `counts`).
+    Inverting tokens per call is the exercise: `theory.alpha_from_tokens_per_call` is refused."""
+    forbidden = {"alpha_from_tokens_per_call": (theory, "alpha_from_tokens_per_call")}
+    guard = refuse_delegation(
+        "4.2", best_gamma_from_measurements, forbidden, "the inversion of tokens per call"
+    )
     cases = []
     for alpha, gammas, c in [(0.72, (1, 3, 8), 0.03), (0.68, (4, 8), 0.02)]:  # exact logs
         exact = {g: theory.expected_tokens(alpha, g) for g in gammas}
@@ -789,14 +794,16 @@ def exercise_4_2(
         )
     )
     for tokens_per_call, c, t_t, ok, label in cases:
-        got = _call("4.2", best_gamma_from_measurements, dict(tokens_per_call), c * t_t, t_t)
+        with guard:
+            got = _call("4.2", best_gamma_from_measurements, dict(tokens_per_call), c * t_t, t_t)
         shown = {g: round(t, 3) for g, t in tokens_per_call.items()}
         assert got in ok, (
             f"Exercise 4.2 ({label}): for tokens per call {shown} and c = {c:.3f} the best γ is "
             f"{' or '.join(map(str, sorted(ok)))}, got {got}: fit α by inverting "
             "(1 − α^(γ+1)) / (1 − α) for each γ"
         )
-    best = best_gamma_from_measurements(dict(logged), t_draft, t_target)
+    with guard:
+        best = best_gamma_from_measurements(dict(logged), t_draft, t_target)
     print(f"on the logs of §5 your best γ is {best}")
     print("Exercise 4.2: correct!")
     return best
@@ -810,13 +817,16 @@ def _simulate_tokens(alpha: float, gamma: int, steps: int, generator: torch.Gene
 
 def exercise_4_3(
     choose_draft: Callable[..., tuple[str, int]],
+    prediction: str,
     measured: dict[str, tuple[float, float]],
     r: float,
     gains: dict[str, float],
     gamma: int,
 ) -> tuple[str, int]:
     """Exercise 4.3 on worked cases where each plausible shortcut (highest α, lowest c, α − c,
-    r = 1, ranking the drafts at one γ and then tuning γ) picks another answer; then §6's drafts."""
+    r = 1, ranking the drafts at one γ and then tuning γ) picks another answer; then §6's drafts,
+    with the learner's `prediction` (a name of `measured`) beside the formula's choice and the
+    clock's ranking at `gamma` (`gains`: the measured speedup of each draft)."""
     worked = [  # (candidates {name: (α, c)}, r, the best (name, γ), found by searching by hand)
         ({"small": (0.55, 0.02), "mid": (0.8, 0.1), "big": (0.95, 0.5)}, 1.0, ("mid", 6)),
         ({"cheap": (0.6, 0.01), "good": (0.8, 0.2)}, 1.0, ("cheap", 7)),
@@ -837,9 +847,15 @@ def exercise_4_3(
     assert abs(theory.speedup(measured[name][0], g, measured[name][1], r) - best) < 1e-12, (
         f"Exercise 4.3: ({name}, {g}) is not the best prediction for §6's drafts"
     )
+    require_prediction("4.3", prediction, list(measured))
+    fastest = max(gains, key=gains.get)
     print(
-        f"on code, with r = {r:.2f}: deploy {name} at γ = {g}, predicted {best:.2f}x "
-        f"(§6 measured {gains[name]:.2f}x for it at γ = {gamma})"
+        f"on code, with r = {r:.2f}: you predicted {prediction}; the formula deploys {name} at "
+        f"γ = {g}, predicted {best:.2f}x"
+    )
+    print(
+        f"the clock at γ = {gamma} (§6): fastest {fastest} ({gains[fastest]:.2f}x); "
+        + ", ".join(f"{n} {gains[n]:.2f}x" for n in sorted(gains, key=gains.get, reverse=True)[1:])
     )
     print("Exercise 4.3: correct!")
     return name, g

@@ -44,8 +44,24 @@ def off_by_one_gamma(gamma, c, r=1.0):
 
 
 def _fit_alpha(tokens_per_call):
-    alphas = [theory.alpha_from_tokens_per_call(t, g) for g, t in tokens_per_call.items()]
+    """The right fit (the check refuses the library's inversion, so invert by hand)."""
+    alphas = [_invert(t, g) for g, t in tokens_per_call.items()]
     return sum(alphas) / len(alphas)
+
+
+def library_fit(tokens_per_call, t_draft, t_target):
+    """Right, but fits α with the library's inversion: the exercise is to invert E[tokens]."""
+    alphas = [theory.alpha_from_tokens_per_call(t, g) for g, t in tokens_per_call.items()]
+    alpha = sum(alphas) / len(alphas)
+    return max(range(1, 65), key=lambda g: theory.speedup(alpha, g, t_draft / t_target))
+
+
+def _break_even(gamma, c, r=1.0):
+    """A right answer to Exercise 4.1, to pair with a malformed prediction."""
+    cost = gamma * c + r
+    if cost >= gamma + 1:
+        return None
+    return 0.0 if cost <= 1 else _invert(cost, gamma)
 
 
 def inverted_c(tokens_per_call, t_draft, t_target):
@@ -99,6 +115,10 @@ WRONG_ANSWERS = {
         "forgets the target's token (+1)": {"break_even_alpha": forgets_the_target_token},
         "off-by-one γ": {"break_even_alpha": off_by_one_gamma},
         "calls theory.alpha_from_tokens_per_call": {"break_even_alpha": library_inversion},
+        "a prediction that is neither 'faster' nor 'slower'": {
+            "break_even_alpha": _break_even,
+            "prediction_4_1": "about the same",
+        },
     },
     "4.2": {
         "c upside down": inverted_c,
@@ -107,6 +127,7 @@ WRONG_ANSWERS = {
         "α = tokens per call / (γ + 1)": naive_alpha,
         "α = (tokens per call − 1) / γ": accepted_share,
         "α = 1 − 1 / tokens per call": endless_draft,
+        "calls theory.alpha_from_tokens_per_call": library_fit,
     },
 }
 
@@ -155,11 +176,20 @@ def zero_based_choice(candidates, r=1.0):
     )
 
 
-WRONG_ANSWERS["4.3"] = {
-    "highest α": highest_alpha,
-    "lowest c": cheapest,
-    "largest α − c": alpha_minus_c,
-    "ignores the verification cost r": free_verification,
-    "0-based γ (off by one)": zero_based_choice,
-    "rank the drafts at γ = 4, then tune γ": rank_at_four_then_tune,
+def _choose(candidates, r=1.0):
+    """A right answer to Exercise 4.3, to pair with a malformed prediction."""
+    options = [(n, g) for n in candidates for g in range(1, 65)]
+    return max(
+        options, key=lambda o: theory.speedup(candidates[o[0]][0], o[1], candidates[o[0]][1], r)
+    )
+
+
+WRONG_ANSWERS["4.3"] = {  # two answer names: the prediction stays as the student left it
+    "highest α": {"choose_draft": highest_alpha},
+    "lowest c": {"choose_draft": cheapest},
+    "largest α − c": {"choose_draft": alpha_minus_c},
+    "ignores the verification cost r": {"choose_draft": free_verification},
+    "0-based γ (off by one)": {"choose_draft": zero_based_choice},
+    "rank the drafts at γ = 4, then tune γ": {"choose_draft": rank_at_four_then_tune},
+    "a prediction that names no draft": {"choose_draft": _choose, "prediction_4_3": "the cheapest"},
 }
