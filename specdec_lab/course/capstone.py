@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from specdec_lab import decoding, theory
-from specdec_lab.course.checks import refuse_delegation, require_prediction
+from specdec_lab.course.checks import call_answer, refuse_delegation, require_prediction
 
 Z_RANGE = 2.0  # the predicted range: α̂ ± 2 standard errors
 TOL = 1e-9  # arithmetic agreement (relative), for numbers a report states
@@ -157,18 +157,6 @@ def _worked_7_1() -> list[tuple[str, list[int], int]]:
     ]
 
 
-def _call(exercise: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """fn(*args), with any error but AssertionError and NotImplementedError reported as wrong."""
-    try:
-        return fn(*args)
-    except (AssertionError, NotImplementedError):
-        raise
-    except Exception as err:
-        raise AssertionError(
-            f"Exercise {exercise}: your answer raised {type(err).__name__}: {err}"
-        ) from err
-
-
 def exercise_7_1(
     alpha_from_counters: Callable[[int, list[int]], float],
     prediction: str,
@@ -186,7 +174,7 @@ def exercise_7_1(
     predicted speedup from α̂ and from accept % next to the `measured_speedup`."""
     for label, accepted, gamma in _worked_7_1():
         vllm, want = _counters_of(accepted, gamma)
-        got = _call(
+        got = call_answer(
             "7.1",
             alpha_from_counters,
             vllm["num_drafts"],
@@ -207,7 +195,7 @@ def exercise_7_1(
             f"{vllm['num_accepted_tokens_per_pos']}: α̂ is {want:.6f}, got {got:.6f}{hint}"
         )
     gamma = len(counters["num_accepted_tokens_per_pos"])
-    mine = _call(
+    mine = call_answer(
         "7.1",
         alpha_from_counters,
         counters["num_drafts"],
@@ -303,7 +291,7 @@ def exercise_7_2(
     )
     for label, a, se, cc, cv in [*_worked_7_2(), ("your measurements", alpha, alpha_se, c, curve)]:
         with guard:
-            got = _call("7.2", plan_capstone, a, se, cc, list(cv))
+            got = call_answer("7.2", plan_capstone, a, se, cc, list(cv))
         assert isinstance(got, dict) and set(PLAN_KEYS) <= set(got), (
             f"Exercise 7.2: return a dict with the keys {PLAN_KEYS}, got {got!r}"
         )

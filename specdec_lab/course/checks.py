@@ -147,7 +147,7 @@ def require_prediction(
         )
 
 
-def _call(exercise: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def call_answer(exercise: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """fn(*args), with any error but AssertionError and NotImplementedError reported as wrong."""
     try:
         return fn(*args, **kwargs)
@@ -173,7 +173,7 @@ def exercise_0_1(kv_bytes_per_token: Callable[..., int], shapes: dict, predictio
         config = shape.config()
         for width in (2, 4):
             with guard:
-                got = _call("0.1", kv_bytes_per_token, config, width)
+                got = call_answer("0.1", kv_bytes_per_token, config, width)
             want = _KV_CACHE_BYTES(config, 1, 1, width)
             assert got == want, (
                 f"Exercise 0.1: {name} with {width}-byte values stores {want:,} bytes per "
@@ -230,7 +230,7 @@ def exercise_1_1(rejection_sample_longhand: Callable, generator: torch.Generator
         instance = _random_instance(kind, generator)
         state = generator.get_state()
         with guard:
-            mine = _call("1.1", rejection_sample_longhand, *instance, generator=generator)
+            mine = call_answer("1.1", rejection_sample_longhand, *instance, generator=generator)
         after_mine = generator.get_state()
         generator.set_state(state)  # rewind: the library sees the very same random stream
         theirs = _REJECTION_SAMPLE(*instance, generator=generator)
@@ -277,7 +277,7 @@ def exercise_1_2(my_residual: Callable[[torch.Tensor, torch.Tensor], torch.Tenso
     guard = refuse_delegation("1.2", my_residual, forbidden, "the residual and its guard")
     for name, (p, q) in cases.items():
         with guard:
-            got = torch.as_tensor(_call("1.2", my_residual, p.clone(), q.clone()))
+            got = torch.as_tensor(call_answer("1.2", my_residual, p.clone(), q.clone()))
         want = _RESIDUAL(p, q)
         assert not torch.isnan(got).any(), (
             f"Exercise 1.2 ({name}): your residual contains NaN: guard the 0/0 case"
@@ -313,7 +313,7 @@ def exercise_1_3(predicted_discarded: Callable[[float, int], float], prediction:
     (where independent coins hold exactly), within 4 standard errors, plus exact cases."""
     for alpha, gamma in [(0.0, 3), (0.5, 1), (0.5, 4), (0.9, 6), (0.3, 2)]:
         exact = gamma - sum(alpha**i for i in range(1, gamma + 1))
-        got = float(_call("1.3", predicted_discarded, alpha, gamma))
+        got = float(call_answer("1.3", predicted_discarded, alpha, gamma))
         why = {
             -1.0: ": one too few, the rejected draft is discarded too",
             1.0: ": one too many, do you count tokens (n + 1) instead of kept drafts (n)?",
@@ -338,7 +338,7 @@ def exercise_1_3(predicted_discarded: Callable[[float, int], float], prediction:
             [g - n for n, g in zip(run.accepted, run.gammas, strict=True) if g == gamma]
         )
         measured, se = wasted.mean(), wasted.std(ddof=1) / np.sqrt(len(wasted))
-        predicted = float(_call("1.3", predicted_discarded, alpha, gamma))
+        predicted = float(call_answer("1.3", predicted_discarded, alpha, gamma))
         rows.append((alpha, gamma, predicted, measured, se))
         print(
             f"α = {alpha:.3f}, γ = {gamma}: you predict {predicted:.3f} discarded drafts per step, "
@@ -388,7 +388,7 @@ def exercise_2_1(
         (0.08, 1e-4, 16),
     ]:
         with guard:
-            n = int(_call("2.1", samples_to_catch, d, dl, k))
+            n = int(call_answer("2.1", samples_to_catch, d, dl, k))
         assert guaranteed(d, dl, k, n) >= 1 - dl, (
             f"Exercise 2.1: samples_to_catch({d}, {dl}, {k}) = {n}, but with {n} samples the bound "
             f"only guarantees a catch with probability {guaranteed(d, dl, k, n):.6f}: too few"
@@ -457,7 +457,7 @@ def _lookup_proposal(
     dtype and its one-hot q."""
     cfg = sampling.SamplingConfig(temperature=1.0)
     with guard:
-        tokens, q = _call("2.2", drafter.propose, torch.tensor(ids), gamma, cfg, None)
+        tokens, q = call_answer("2.2", drafter.propose, torch.tensor(ids), gamma, cfg, None)
     assert isinstance(tokens, torch.Tensor) and tokens.dtype == torch.long, (
         f"Exercise 2.2: tokens must be a LongTensor, got {tokens!r}"
     )
@@ -590,7 +590,7 @@ def exercise_2_3(
     def run_mine(draft_model: Any, prompt: torch.Tensor, m: int, g: int, temperature: float):
         p_s, q_s = AuditedSession(target, "target"), AuditedSession(draft_model, "draft")
         with guard:
-            out = _call(
+            out = call_answer(
                 "2.3", my_speculative_generate, p_s, q_s, prompt, m, g, temperature, generator
             )
         out = torch.as_tensor(out).long()
@@ -665,7 +665,7 @@ def exercise_3_1(
         (torch.tensor([1.0, 1.0, 1.0]), 3, 4.0, "all accepted: the bonus token too"),
     ]
     for alpha_t, g, want, why in toy:
-        got = float(_call("3.1", expected_step_tokens, alpha_t.clone(), g))
+        got = float(call_answer("3.1", expected_step_tokens, alpha_t.clone(), g))
         assert abs(got - want) < 1e-6, (
             f"Exercise 3.1: for α_t = {alpha_t.tolist()} and γ = {g} expect {want:.4f}, got "
             f"{got:.4f} ({why})"
@@ -714,7 +714,7 @@ def exercise_4_1(
     guard = refuse_delegation("4.1", break_even_alpha, forbidden, "the inversion")
     for g, cc, rr in [(1, 0.2, 1.0), (4, 0.25, 1.2), (3, 0.1, 1.0), (8, 0.05, 1.5), (2, 0.3, 1.3)]:
         with guard:
-            got = _call("4.1", break_even_alpha, g, cc, rr)
+            got = call_answer("4.1", break_even_alpha, g, cc, rr)
         assert got is not None and 0 <= got <= 1, (
             f"Exercise 4.1: γ={g}, c={cc}, r={rr} breaks even at some α in [0, 1], got {got}"
         )
@@ -722,11 +722,11 @@ def exercise_4_1(
             f"Exercise 4.1: at your α* = {got:.4f} (γ={g}, c={cc}, r={rr}) the speedup is "
             f"{theory.speedup(got, g, cc, rr):.4f}, not 1"
         )
-    got = _call("4.1", break_even_alpha, 1, 0.3)
+    got = call_answer("4.1", break_even_alpha, 1, 0.3)
     assert got is not None and abs(got - 0.3) < 1e-6, (
         f"Exercise 4.1: with γ = 1 and r = 1, α* = c = 0.3; got {got}"
     )
-    got = _call("4.1", break_even_alpha, 4, 1.0, 1.2)
+    got = call_answer("4.1", break_even_alpha, 4, 1.0, 1.2)
     assert got is None, f"Exercise 4.1: γc + r = 5.2 > γ + 1 = 5: no α breaks even, got {got}"
     require_prediction("4.1", prediction, SPEED_CHOICES)
     with guard:
@@ -795,7 +795,9 @@ def exercise_4_2(
     )
     for tokens_per_call, c, t_t, ok, label in cases:
         with guard:
-            got = _call("4.2", best_gamma_from_measurements, dict(tokens_per_call), c * t_t, t_t)
+            got = call_answer(
+                "4.2", best_gamma_from_measurements, dict(tokens_per_call), c * t_t, t_t
+            )
         shown = {g: round(t, 3) for g, t in tokens_per_call.items()}
         assert got in ok, (
             f"Exercise 4.2 ({label}): for tokens per call {shown} and c = {c:.3f} the best γ is "
@@ -835,7 +837,7 @@ def exercise_4_3(
         ({"cheap": (0.75, 0.01), "sharp": (0.85, 0.08)}, 1.3, ("cheap", 12)),  # ... and sharp
     ]
     for candidates, rr, want in worked:
-        got = tuple(_call("4.3", choose_draft, dict(candidates), rr))
+        got = tuple(call_answer("4.3", choose_draft, dict(candidates), rr))
         why = ""
         if got[0] != want[0]:
             why = ": compare every draft at its own best γ, not at one γ chosen in advance"
@@ -962,14 +964,14 @@ def exercise_5_2(
         (0.9, 0.02, [1.0, 1.0, 1.0, 1.0, 2.0, 4.0, 8.0], 7),  # free up to k = 8, then linear
         (0.8, 0.1, [1.0, 1.02, 1.05, 1.6, 2.8, 5.5, 11.0], 3),
     ]:
-        got = _call("5.2", best_gamma_on_device, a, cc, list(ks), list(lat))
+        got = call_answer("5.2", best_gamma_on_device, a, cc, list(ks), list(lat))
         assert got == want, (
             f"Exercise 5.2: with α={a}, c={cc} and latencies {lat}, the best γ is {want}, got {got}"
         )
     ks, lat = curve["ks"], curve["latency_s"]
     out = {}
     for a in (0.6, 0.8):
-        got = _call("5.2", best_gamma_on_device, a, c, list(ks), list(lat))
+        got = call_answer("5.2", best_gamma_on_device, a, c, list(ks), list(lat))
         assert got + 1 in ks, f"Exercise 5.2: γ = {got} was not measured (γ + 1 is not in ks)"
         r_got = lat[ks.index(got + 1)] / lat[0]
         for k, t in zip(ks[1:], lat[1:], strict=True):
@@ -998,9 +1000,9 @@ def exercise_6_1(accept_any: Callable[[torch.Tensor, torch.Tensor, int], float],
     p = torch.tensor([0.05, 0.1, 0.15, 0.2, 0.2, 0.3])
     q = torch.tensor([0.4, 0.3, 0.1, 0.1, 0.05, 0.05])
     alpha = float(torch.minimum(p, q).sum())
-    got = float(_call("6.1", accept_any, p.clone(), q.clone(), 1))
+    got = float(call_answer("6.1", accept_any, p.clone(), q.clone(), 1))
     assert abs(got - alpha) < 1e-6, f"Exercise 6.1: with k = 1 it is α = {alpha:.3f}, got {got:.3f}"
-    got = float(_call("6.1", accept_any, p.clone(), p.clone(), 3))
+    got = float(call_answer("6.1", accept_any, p.clone(), p.clone(), 3))
     assert abs(got - 1) < 1e-6, (
         f"Exercise 6.1: with q = p a candidate is always accepted, got {got}"
     )
@@ -1018,7 +1020,7 @@ def exercise_6_1(accept_any: Callable[[torch.Tensor, torch.Tensor, int], float],
             < k
             for _ in range(trials)
         )
-        mine = float(_call("6.1", accept_any, p.clone(), q.clone(), k))
+        mine = float(call_answer("6.1", accept_any, p.clone(), q.clone(), k))
         why = ""
         if abs(mine - (1 - (1 - alpha) ** k)) < 1e-6:
             why = ": the rounds are not independent tries, p changes to the residual after each"
@@ -1042,7 +1044,7 @@ def exercise_6_2(tree_mask: Callable[[list[int]], torch.Tensor]) -> torch.Tensor
     )
     example = [-1, -1, -1, 0, 1, 2, 3, 4, 5]  # branching (3, 1, 1): three chains of length 3
     with guard:
-        got = torch.as_tensor(_call("6.2", tree_mask, list(example)))
+        got = torch.as_tensor(call_answer("6.2", tree_mask, list(example)))
     assert got.dtype == torch.bool and got.shape == (9, 9), "Exercise 6.2: an (N, N) boolean tensor"
     assert bool(got.diagonal().all()), "Exercise 6.2: a node attends to itself"
     assert not bool(got[1, 0]) and not bool(got[4, 3]), (
@@ -1053,7 +1055,7 @@ def exercise_6_2(tree_mask: Callable[[list[int]], torch.Tensor]) -> torch.Tensor
     )
     for parents in ([-1, -1, 0, 0, 1, 2, 2], [-1, 0, 1, 2, 0, 4], [-1]):
         with guard:
-            mine = torch.as_tensor(_call("6.2", tree_mask, list(parents)))
+            mine = torch.as_tensor(call_answer("6.2", tree_mask, list(parents)))
         assert torch.equal(mine, _TREE_ANCESTRY(parents)), (
             f"Exercise 6.2: for parents {parents}, row i must be True exactly at i and its ancestors"
         )
