@@ -23,8 +23,8 @@ class FirstLook:
     """What `first_look` ran, measured and shows. Render it by leaving it last in a cell.
 
     `speculative` and `autoregressive` are the first round's runs (every round repeats the same
-    work); `seconds` holds every round's time per method, on `clock_name`; the reported time is
-    the fastest round (`timing.Timing.min`). `lines` is the summary printed under the trace.
+    work); `seconds` holds each method's fastest of `rounds` rounds, on `clock_name`
+    (`timing.timed_runs`). `lines` is the summary printed under the trace.
     """
 
     trace: Trace
@@ -32,13 +32,10 @@ class FirstLook:
     autoregressive: Any  # decoding.Generation
     gamma: int
     temperature: float
-    seconds: dict[str, tuple[float, ...]]
+    seconds: dict[str, float]
+    rounds: int
     clock_name: str
     machine: str
-
-    @property
-    def rounds(self) -> int:
-        return len(self.seconds["speculative"])
 
     @property
     def tokens_per_call(self) -> float:
@@ -54,7 +51,7 @@ class FirstLook:
     @property
     def speedup(self) -> float:
         """Autoregressive seconds over speculative seconds, each the fastest of the rounds."""
-        return min(self.seconds["autoregressive"]) / min(self.seconds["speculative"])
+        return self.seconds["autoregressive"] / self.seconds["speculative"]
 
     @property
     def lines(self) -> list[str]:
@@ -66,7 +63,7 @@ class FirstLook:
                 f"sampled at T = {self.temperature:g}: same tokens as autoregressive "
                 f"{self.identical} (not required: the two share a distribution, not draws)"
             )
-        t_spec, t_ar = min(self.seconds["speculative"]), min(self.seconds["autoregressive"])
+        t_spec, t_ar = self.seconds["speculative"], self.seconds["autoregressive"]
         return [
             f"{s.new_tokens} new tokens, γ = {self.gamma}; {same}",
             f"target calls: {s.target_calls} speculative vs {a.target_calls} autoregressive, "
@@ -108,36 +105,28 @@ def first_look(
 
     Both methods decode the same `prompt` (text, or (L,) ids) with generators seeded `seed`
     (greedy at the default `temperature=0`, where the outputs must be identical). After an
-    untimed warm-up of each, `rounds` rounds time the speculative run, then the autoregressive
-    one (`timing.run_timed`, on `clock`, default `time.perf_counter`); a round can only be slowed
-    down by the rest of the machine, so each method's time is its fastest round.
+    untimed warm-up of each, `rounds` interleaved rounds time both (`timing.timed_runs`, on
+    `clock`, default `time.perf_counter`); a round can only be slowed down by the rest of the
+    machine, so each method's time is its fastest round.
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     clock = time.perf_counter if clock is None else clock
     ids = pair.encode(prompt) if isinstance(prompt, str) else torch.as_tensor(prompt)
-    drafts = {"speculative": pair.draft, "autoregressive": None}
-
-    def run(name: str, n_new: int) -> tuple[Any, float]:
-        generator = torch.Generator().manual_seed(seed)  # the same seed for both, every round
-        return timing.run_timed(
-            pair, ids, drafts[name], n_new, gamma, clock, temperature, generator
-        )
-
-    for name in drafts:  # untimed: first-call costs would land on one side only
-        run(name, min(8, max_new_tokens))
-    first: dict[str, Any] = {}
-    seconds: dict[str, list[float]] = {name: [] for name in drafts}
-    for _ in range(rounds):
-        for name in drafts:  # interleaved, so background load spreads over both
-            out, t = run(name, max_new_tokens)
-            first.setdefault(name, out)
-            seconds[name].append(t)
+    plan = {"prompt": ["speculative", None]}  # None: plain decoding
+    runs, fastest = timing.timed_runs(
+        pair, {"speculative": pair.draft}, {"prompt": [ids]}, plan, max_new_tokens, gamma,
+        rounds, clock, temperature, seed, progress=False,
+    )  # fmt: skip
+    spec, plain = runs["prompt", "speculative"][0], runs["prompt", None][0]
+    seconds = {
+        "speculative": float(fastest["prompt", "speculative"][0]),
+        "autoregressive": float(fastest["prompt", None][0]),
+    }
     info = env.device_info(pair.device)
     where = info.get("gpu", info["cpu"])
     threads = info["torch_threads"]
     machine = f"{where}, {threads} thread{'s' if threads != 1 else ''}"
-    spec = first["speculative"]
     shown = trace(
         spec.stats.steps,
         decode=lambda t: pair.decode([t]),
@@ -151,10 +140,11 @@ def first_look(
     return FirstLook(
         shown,
         spec,
-        first["autoregressive"],
+        plain,
         gamma,
         float(temperature),
-        {name: tuple(s) for name, s in seconds.items()},
+        seconds,
+        rounds,
         clock_name,
         machine,
     )
