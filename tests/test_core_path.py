@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import re
 import symtable
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -49,14 +50,23 @@ def names_of(source: str) -> tuple[set[str], set[str]]:
     return bound, read - bound
 
 
-def core_path_gaps(path: Path) -> list[str]:
-    """One line per core cell that reads names no setup or earlier core cell bound."""
-    kind, core, anywhere, gaps = "core", set(ALWAYS), {}, []
-    for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+def with_kinds(cells: list) -> Iterator[tuple[str, object]]:
+    """(kind, cell) for every cell: "core" or "optional", from the last `## ` heading's marker
+    (the setup, before any marked heading, is core)."""
+    kind = "core"
+    for cell in cells:
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
                 if line.startswith("## ") and (m := MARKER.search(line)):
                     kind = m.group(1)
+        yield kind, cell
+
+
+def core_path_gaps(path: Path) -> list[str]:
+    """One line per core cell that reads names no setup or earlier core cell bound."""
+    core, anywhere, gaps = set(ALWAYS), {}, []
+    for i, (kind, cell) in enumerate(with_kinds(nbformat.read(path, as_version=4).cells)):
+        if cell.cell_type == "markdown":
             continue
         bound, read = names_of(cell.source)
         if kind == "core" and (missing := read - core):
@@ -96,12 +106,8 @@ def core_only(path: Path, until_first_stub: bool = False) -> nbformat.NotebookNo
     """The notebook with only its setup and core sections' cells (a workshop's path through it);
     with `until_first_stub`, cut before the first cell a student has to fill in."""
     nb = nbformat.read(path, as_version=4)
-    kind, cells = "core", []
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("## ") and (m := MARKER.search(line)):
-                    kind = m.group(1)
+    cells = []
+    for kind, cell in with_kinds(nb.cells):
         if (
             until_first_stub
             and cell.cell_type == "code"
