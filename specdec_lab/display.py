@@ -17,6 +17,8 @@ Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ 
   draws the caches before and after a step's rollback from those records.
 - `plot_tree(tree)` draws a token tree (`tree.TokenTree`) beside its ancestry mask.
 - `plot_side_by_side(rows)` draws methods' tokens per target call and tokens per second.
+- `plot_engines(engines)` draws engines' plain and speculative tokens per second beside their
+  verification curves r(k).
 - `plain_log_ticks(ax)` labels log axes with plain numbers.
 
 Nothing here changes a result or draws random numbers. (`measure.preview.first_look` runs a pair
@@ -877,6 +879,69 @@ def plot_side_by_side(
     return SideBySide(methods, temperatures, per_call, per_second, speedup, baseline)
 
 
+@dataclass
+class EnginePlot:
+    """What `plot_engines` drew, one entry per engine (top to bottom): plain and speculative
+    tokens per second, their ratio, and the verification curve r(k) = t(k) / t(1) at `ks`."""
+
+    names: list[str]
+    plain: np.ndarray  # (engines,) tokens per second
+    speculative: np.ndarray  # (engines,) tokens per second
+    speedup: np.ndarray  # (engines,) speculative / plain
+    ks: list[int]
+    r: np.ndarray  # (engines, len(ks))
+
+
+def plot_engines(engines: dict[str, dict[str, Any]], *, axes: Sequence[Any] | None = None):
+    """Two panels comparing engines on one pair: {name: {"plain": tokens/s, "speculative":
+    tokens/s, "ks": [k, ...], "t_k": [seconds of a forward over k new tokens, ...]}}.
+
+    Left: each engine's plain and speculative tokens per second, the speculative bar labelled
+    with its speedup. Right: r(k) = t(k) / t(1), what verifying k − 1 drafts costs in one-token
+    forwards, against r = 1 (free verification). Every engine needs the same ks, starting at 1.
+    `axes`: two axes, else a new figure that is closed before returning.
+    """
+    import matplotlib.pyplot as plt
+
+    names = list(engines)
+    if not names:
+        raise ValueError("no engines to plot")
+    ks = [int(k) for k in engines[names[0]]["ks"]]
+    for name, e in engines.items():
+        if [int(k) for k in e["ks"]] != ks or len(e["t_k"]) != len(ks):
+            raise ValueError(f"{name!r}: every engine needs t_k at the same ks {ks}")
+    if ks[0] != 1:
+        raise ValueError(f"ks must start at 1 (r is relative to one token), got {ks}")
+    plain = np.array([float(engines[n]["plain"]) for n in names])
+    speculative = np.array([float(engines[n]["speculative"]) for n in names])
+    r = np.array([np.asarray(engines[n]["t_k"], float) / engines[n]["t_k"][0] for n in names])
+
+    own = axes is None
+    if own:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 0.6 * len(names) + 2.2))
+    ax_speed, ax_r = axes
+    y = np.arange(len(names))
+    ax_speed.barh(y - 0.2, plain, 0.4, color="#8c959f", label="plain")
+    bars = ax_speed.barh(y + 0.2, speculative, 0.4, color="#1a7f37", label="speculative")
+    ax_speed.bar_label(
+        bars, [f"{s:.2f}×" for s in speculative / plain], fontsize="small", padding=2
+    )
+    ax_speed.set_yticks(y, names)
+    ax_speed.invert_yaxis()
+    ax_speed.set_xlim(0, max(plain.max(), speculative.max()) * 1.2)
+    ax_speed.set(xlabel="tokens per second (× = speculative over plain)")
+    ax_speed.legend(fontsize="small", loc="lower right")
+    for name, row in zip(names, r, strict=True):
+        ax_r.plot(ks, row, "o-", label=name)
+    ax_r.axhline(1, color="gray", ls="--", lw=1, label="free verification")
+    ax_r.set(xlabel="tokens per forward k", ylabel="r(k) = t(k) / t(1)")
+    ax_r.set_xticks(ks, [str(k) for k in ks])
+    ax_r.legend(fontsize="small")
+    if own:
+        plt.close(fig)
+    return EnginePlot(names, plain, speculative, speculative / plain, ks, r)
+
+
 # --------------------------------------------------------------------------------------------
 # Axes
 # --------------------------------------------------------------------------------------------
@@ -910,6 +975,7 @@ __all__ = [
     "KINDS",
     "OUTPUT_KINDS",
     "CacheWatch",
+    "EnginePlot",
     "LawPlot",
     "Piece",
     "RollbackPlot",
@@ -919,6 +985,7 @@ __all__ = [
     "Trace",
     "TreePlot",
     "plain_log_ticks",
+    "plot_engines",
     "plot_law",
     "plot_rollback",
     "plot_side_by_side",

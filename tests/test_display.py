@@ -354,6 +354,36 @@ def test_plot_side_by_side_refuses_incomplete_rows() -> None:
         display.plot_side_by_side([(0.0, "autoregressive", 1.0)])
 
 
+ENGINES = {
+    "C++ engine": {"plain": 400.0, "speculative": 300.0, "ks": [1, 2, 5], "t_k": [2.0, 3.0, 6.0]},
+    "our loop": {"plain": 100.0, "speculative": 150.0, "ks": [1, 2, 5], "t_k": [4.0, 4.4, 5.0]},
+}
+
+
+def test_plot_engines_plots_each_engine() -> None:
+    fig, axes = plt.subplots(1, 2)
+    drawn = display.plot_engines(ENGINES, axes=axes)
+    widths = [p.get_width() for p in axes[0].patches]
+    lines = [list(line.get_ydata()) for line in axes[1].lines[:2]]
+    labels = [t.get_text() for t in axes[0].texts]
+    plt.close(fig)
+    assert drawn.names == ["C++ engine", "our loop"] and drawn.ks == [1, 2, 5]
+    np.testing.assert_allclose(drawn.speedup, [0.75, 1.5])
+    assert widths == [400.0, 100.0, 300.0, 150.0]  # plain bars, then speculative bars
+    assert labels == ["0.75×", "1.50×"]
+    np.testing.assert_allclose(lines, [[1.0, 1.5, 3.0], [1.0, 1.1, 1.25]])  # r(k) = t(k) / t(1)
+    np.testing.assert_allclose(drawn.r, lines)
+
+
+def test_plot_engines_refuses_mismatched_curves() -> None:
+    with pytest.raises(ValueError, match="same ks"):
+        display.plot_engines(ENGINES | {"other": ENGINES["our loop"] | {"ks": [1, 3, 5]}})
+    with pytest.raises(ValueError, match="start at 1"):
+        display.plot_engines({"x": ENGINES["our loop"] | {"ks": [2, 3, 5]}})
+    with pytest.raises(ValueError, match="no engines"):
+        display.plot_engines({})
+
+
 def _mock_pair(vocab: int = 12):
     """A pair-shaped object over mock models: what `first_look` reads of `models.Pair`."""
     from types import SimpleNamespace

@@ -210,6 +210,27 @@ def test_speed_page_figures(bench_record, smollm2_bench, costs, training) -> Non
     )
 
 
+def test_speed_page_llama_cpp_figures() -> None:
+    rec = records.load_results(RESULTS / "llama-cpp-cpu-embedded.json")["results"]
+    cpp, ours = rec["llama_cpp"], rec["ours"]
+    runs = cpp["speculative_runs"]
+    cpp_spec = sum(r["n_predict"] for r in runs) / sum(
+        r["n_predict"] / r["tokens_per_s"] for r in runs
+    )
+    verify = rec["ks"].index(rec["gamma"] + 1)
+    says(
+        SPEED,
+        f"decodes plainly at {cpp['ar_tokens_per_s']:.0f} tokens/s against our "
+        f"{ours['ar_tokens_per_s']:.0f} ({cpp['ar_tokens_per_s'] / ours['ar_tokens_per_s']:.1f}x)",
+        f"r(5) = {cpp['t_k'][verify] / cpp['t_k'][0]:.2f} against our "
+        f"{ours['t_k'][verify] / ours['t_k'][0]:.2f}",
+        f"{cpp_spec / cpp['ar_tokens_per_s']:.2f}x against our "
+        f"{ours['spec_tokens_per_s'] / ours['ar_tokens_per_s']:.2f}x, at {cpp_spec:.0f} against "
+        f"{ours['spec_tokens_per_s']:.0f} tokens/s",
+        f"γ = {rec['gamma']}",
+    )
+
+
 # ------------------------------------------------------------------------------- the model card
 def test_model_card_models_and_acceptance_tables(training) -> None:
     models = training["models"]
