@@ -18,6 +18,7 @@ Writes data/results/llama-cpp-cpu-embedded.json with the machine it ran on.
 
     python scripts/llama_cpp_record.py --llama-cpp PATH   # a llama.cpp source tree, built with
         # cmake --build build --target llama-bench llama-speculative-simple
+    python scripts/llama_cpp_record.py --llama-cpp PATH --gguf-out DIR   # only the GGUF files
 
 llama.cpp's converter does not know the embedded tokenizer's hash, and tries SentencePiece first
 for a Llama. The tokenizer is a byte-level BPE tokenizer.json whose pre-tokenizer is GPT-2's regex
@@ -88,14 +89,7 @@ def speculate(binary: Path, target: Path, draft: Path, prompt: str) -> dict[str,
     """One greedy llama-speculative-simple run: its counters and decoding tokens per second."""
     command = [binary, "-m", target, "-md", draft, "-p", prompt, "-n", str(N_NEW), "-t", "1"]
     command += ["--spec-draft-n-max", str(GAMMA), "--spec-type", "draft-simple", "--temp", "0"]
-    for _ in range(3):  # its logger thread can lose the closing lines at exit: run it again
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
-        log = done.stdout + done.stderr
-        if "n_accept" in log:
-            break
-    counters = capstone.parse_speculative_simple(log)
-    speed = [line for line in log.splitlines() if "decoded" in line and "speed:" in line]
-    return counters | {"tokens_per_s": float(speed[-1].split("speed:")[1].split()[0])}
+    return capstone.run_speculative_simple([str(part) for part in command])
 
 
 def ours(pair, prompts: list[torch.Tensor]) -> dict[str, object]:
@@ -132,8 +126,15 @@ def main() -> None:
     parser.add_argument("--llama-cpp", type=Path, required=True, help="llama.cpp source tree")
     parser.add_argument("--build", default="build", help="its cmake build folder")
     parser.add_argument("--source", default="", help="where the tree came from, for the record")
+    parser.add_argument("--gguf-out", type=Path, help="only write the pair's GGUF files here")
     args = parser.parse_args()
     tree = args.llama_cpp.resolve()
+    if args.gguf_out:  # for notebook 07 §5's own run
+        args.gguf_out.mkdir(parents=True, exist_ok=True)
+        for role, var in (("target", "TARGET"), ("draft", "DRAFT")):
+            path = to_gguf(tree, data.MODELS_DIR / role, args.gguf_out.resolve() / f"{role}.gguf")
+            print(f"export SPECDEC_LAB_GGUF_{var}={path}")
+        return
     bins = tree / args.build / "bin"
     env.set_cpu_threads(1)
 

@@ -65,6 +65,46 @@ def test_parse_speculative_simple() -> None:
         capstone.parse_speculative_simple("n_draft = 4\nn_predict = 10\nn_drafted = 12\n")
 
 
+LOG_END = (
+    "decoded   52 tokens in    0.100 seconds, speed:  520.000 t/s\n"
+    "n_draft   = 4\nn_predict = 52\nn_drafted = 55\nn_accept  = 38\naccept    = 69.091%\n"
+)
+
+
+def fake_binary(tmp_path, body: str):
+    """An executable shell script standing in for llama-speculative-simple."""
+    path = tmp_path / "llama-speculative-simple"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_run_speculative_simple_repeats_a_run_that_lost_its_last_lines(tmp_path) -> None:
+    # The first run exits before its logger writes the closing lines; the second one does not.
+    seen = tmp_path / "runs"
+    body = f"echo x >> {seen}\nif [ $(wc -l < {seen}) -lt 2 ]; then echo 'def f(x):'; exit 0; fi\n"
+    (tmp_path / "log").write_text(LOG_END)
+    binary = fake_binary(tmp_path, body + f"cat {tmp_path / 'log'} >&2\n")
+    counters = capstone.run_speculative_simple([binary, "-m", "t.gguf"])
+    assert counters == {
+        "n_draft": 4,
+        "n_predict": 52,
+        "n_drafted": 55,
+        "n_accept": 38,
+        "tokens_per_s": 520.0,
+    }
+    assert seen.read_text().count("x") == 2
+
+
+def test_run_speculative_simple_reports_failures(tmp_path) -> None:
+    failing = fake_binary(tmp_path, "echo 'error loading model' >&2\nexit 1\n")
+    with pytest.raises(RuntimeError, match="error loading model"):
+        capstone.run_speculative_simple([failing])
+    silent = fake_binary(tmp_path, "echo 'def f(x):'\n")
+    with pytest.raises(ValueError, match="decoded"):
+        capstone.run_speculative_simple([silent], attempts=2)
+
+
 def right_alpha(num_drafts: int, accepted_per_pos: list[int]) -> float:
     return sum(accepted_per_pos) / (num_drafts + sum(accepted_per_pos[:-1]))
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -107,6 +108,28 @@ def parse_speculative_simple(log: str) -> dict[str, int]:
             raise ValueError(f"no '{key} = N' line in the llama-speculative-simple output")
         found[key] = int(match[1])
     return found
+
+
+def run_speculative_simple(command: Sequence[str], attempts: int = 3) -> dict[str, float]:
+    """Run a ``llama-speculative-simple`` command line; return its counters
+    (`parse_speculative_simple`) and "tokens_per_s", its decoding speed.
+
+    Its logger writes from a thread, and a run can exit before the closing lines are written
+    (seen with llama.cpp as vendored in llama-cpp-python 0.3.36, about one run in four): such a
+    run is repeated, up to `attempts` runs. A failing run raises with the end of its output."""
+    for _ in range(attempts):
+        done = subprocess.run(list(command), capture_output=True, text=True, timeout=900)
+        log = done.stdout + done.stderr
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"llama-speculative-simple failed ({done.returncode}):\n{log[-2000:]}"
+            )
+        if "n_accept" in log:
+            break
+    speed = re.findall(r"decoded\s+\d+ tokens in .*speed:\s*([\d.]+) t/s", log)
+    if not speed:
+        raise ValueError("no 'decoded N tokens ... speed: X t/s' line in its output")
+    return parse_speculative_simple(log) | {"tokens_per_s": float(speed[-1])}
 
 
 def llama_cpp_tokens_per_call(counters: dict[str, int]) -> float:
