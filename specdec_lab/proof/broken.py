@@ -72,9 +72,10 @@ def siblings_without_replacement_as_iid(q, k, generator=None) -> tuple[torch.Ten
 
 
 class RawQDrafter(ModelDrafter):
-    """Bug (HF transformers #47932): sample from the processed q, but report the raw softmax.
+    """Bug (HF transformers #47932): sample from the processed q, but report q before top-k/top-p
+    (the temperature-scaled softmax).
 
-    With top-k or top-p the raw q is flatter than the q the token came from, so p/q is inflated,
+    With top-k or top-p that q is flatter than the q the token came from, so p/q is inflated,
     too many drafts are accepted, and the output drifts towards the draft.
     """
 
