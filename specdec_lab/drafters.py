@@ -252,7 +252,8 @@ class PromptLookupDrafter(Drafter):
     among the earlier occurrences of the sequence's last n tokens take the **leftmost** one that
     has a continuation, and propose up to γ tokens that followed it.
 
-    (Notebook 02's exercise drafter takes the *most recent* occurrence of one fixed n instead.)
+    (Notebook 02's Exercise 2.2 has the learner write this same rule, checked against
+    transformers' own.)
 
     The table is read on the host: on an accelerator the drafter mirrors the sequence there
     (`HostMirror`): it reads the prompt once, then extends the mirror with each step's outcome,
