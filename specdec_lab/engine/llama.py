@@ -2,11 +2,12 @@
 
 Why this file exists. A 1M-parameter draft does almost no arithmetic per token, so its forward
 time is set by *overhead*: Python, module dispatch, hooks, mask building, cache bookkeeping.
-transformers' eager forward spends about two-thirds of the draft's time there (notebook 05
-measures it on your machine). The forward below runs the same weights, with no copy, through
-the same operations, and keeps its keys and values in a **preallocated KV cache**: rolling back
-after a rejection moves a length pointer and copies nothing (vLLM v1 does the same by not
-advancing its computed-token count; gpt-fast indexes a static cache by position).
+The forward below runs the same weights, with no copy, through the same matmuls (its RMSNorm
+is fused), and takes 28% to 50% less time than transformers' eager forward for the draft's
+one-token forward on the 2-core CPUs we measured (notebook 05 measures it on your machine).
+It keeps its keys and values in a **preallocated KV cache**: rolling back after a rejection
+moves a length pointer and copies nothing (vLLM v1 does the same by not advancing its
+computed-token count; gpt-fast indexes a static cache by position).
 
 Covered: Llama and SmolLM2 (grouped-query attention, tied embeddings), Qwen2 (q/k/v biases,
 untied head) and Mistral without a sliding window, with the model's own RoPE settings (default,

@@ -12,8 +12,9 @@ The statistic: a repeat can only be slowed down by what else the machine does, n
 so the time a measurement reports is the **minimum** over its repeats (`Timing.min`); `Timing`
 keeps every sample, and `Timing.median` is there for the notebooks that show the spread. The
 clock is any zero-argument function returning seconds: `time.perf_counter` (wall time) by
-default, or `time.process_time`, the CPU time of this process, which another program on a
-shared CPU does not inflate.
+default, or `time.process_time`, the CPU time of this process: it does not count time spent
+waiting for a core, but a busy neighbour still inflates it through shared caches, memory
+bandwidth, a sibling hyper-thread and the clock frequency (hence the minimum).
 
 p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192).
 """
@@ -175,7 +176,8 @@ def timer(
 
     On CUDA the clock is a pair of `torch.cuda.Event`s (GPU time, not Python time); elsewhere it
     is `clock` after `env.synchronize`: wall time by default, or `time.process_time` for the
-    CPU time of this process, which a busy neighbour on a shared CPU does not inflate.
+    CPU time of this process, which does not count time spent waiting for a core (contention
+    for caches and memory still inflates it).
 
     >>> with timer("cpu") as sw:
     ...     _ = sum(range(1000))
