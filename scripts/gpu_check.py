@@ -8,9 +8,9 @@ Writes, each as soon as it is measured: data/results/gpu-device-<type>.json (wha
 accelerator can tell: verify costs of the lean and transformers forwards at 1B and 7B shapes, host
 syncs per step, a profiler table of one step and the SDPA kernel of the verify forward, lean
 against transformers' logits at real widths, greedy mismatches per dtype; `gpu_device_checks`),
-data/results/gpu-profile.json (notebook 05's measurements, in the schema documented in
-`specdec_lab.measure.profiling`), data/results/gpu-bench.json (`python -m specdec_lab bench` on the
-embedded pair, in bfloat16 as on a GPU) and data/results/gpu-notebooks.json (every notebook run
+data/results/gpu-profile-<type>.json (notebook 05's measurements, in the schema documented in
+`specdec_lab.measure.profiling`), data/results/gpu-bench-<type>.json (`python -m specdec_lab bench` on the
+embedded pair, in bfloat16 as on a GPU) and data/results/gpu-notebooks-<type>.json (every notebook run
 top to bottom on the device, as plain Python: pass or the first error, and seconds), each with
 the device it ran on. Needs no internet:
 random-init shapes only. Before the ladder runs, the memory guard (`models.fit_ladder`) drops the
