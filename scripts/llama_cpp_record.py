@@ -105,20 +105,28 @@ def ours(pair, prompts: list[torch.Tensor]) -> dict[str, object]:
         {"draft": pair.draft},
         {"code": prompts},
         plan,
-        N_NEW,
-        GAMMA,
-        3,
-        time.perf_counter,
+        n_new=N_NEW,
+        gamma=GAMMA,
+        rounds=3,
+        clock=time.perf_counter,  # wall-clock seconds, as llama.cpp reports
         progress=False,
-    )  # wall-clock seconds, as llama.cpp reports
-    speed, gain, alpha = timing.speed_summary(runs, secs, N_NEW)
+    )
+    speed, _, alpha = timing.speed_summary(runs, secs, N_NEW)
     return {
         "t_k": sweep["target"],
         "t_draft_1": sweep["draft"][0],
+        "c": sweep["draft"][0] / sweep["target"][0],
         "ar_tokens_per_s": speed["code", None],
         "spec_tokens_per_s": speed["code", "draft"],
         "alpha": alpha["code", "draft"],
     }
+
+
+def pooled_tokens_per_s(runs: list[dict[str, float]]) -> float:
+    """Tokens per second over all of llama-speculative-simple's runs: all their tokens over all
+    their decoding seconds (as `timing.speed_summary` pools ours)."""
+    seconds = sum(run["n_predict"] / run["tokens_per_s"] for run in runs)
+    return sum(run["n_predict"] for run in runs) / seconds
 
 
 def main() -> None:
@@ -159,7 +167,7 @@ def main() -> None:
         "draft_tokens_per_s": 1 / cpp["draft"]["t_gen"],
         "c": cpp["draft"]["t_gen"] / cpp["target"]["t_gen"],
         "speculative_runs": spec,
-        "spec_tokens_per_s": [run["tokens_per_s"] for run in spec],
+        "spec_tokens_per_s": pooled_tokens_per_s(spec),
     }
     results = {
         "what": "llama.cpp and the course's lean loop on the embedded pair, float32, one thread",
@@ -171,7 +179,7 @@ def main() -> None:
         "n_new": N_NEW,
         "prompts": f"data/prompts code, first {N_PROMPTS}",
         "llama_cpp": llama_cpp,
-        "ours": mine | {"c": mine["t_draft_1"] / mine["t_k"][0]},
+        "ours": mine,
     }
     path = records.save_results(OUT, results, "cpu")
     print(json.dumps(results, indent=2))

@@ -105,6 +105,20 @@ def test_run_speculative_simple_reports_failures(tmp_path) -> None:
         capstone.run_speculative_simple([silent], attempts=2)
 
 
+def test_prompt_se_counts_each_prompt_as_one_unit() -> None:
+    def stats(accepted: list[int]) -> decoding.GenerationStats:
+        return decoding.GenerationStats(accepted=accepted, gammas=[4] * len(accepted))
+
+    same = [stats([2, 2]), stats([2, 2])]  # α = 2/3 on both prompts (trials 3 + 3 each)
+    assert capstone.prompt_se(same) == pytest.approx(0.0)
+    apart = [stats([4, 4]), stats([0, 0])]  # α = 1 and 0: pooled 8 / 10
+    # residuals 8 - 0.8 * 8 = 1.6 and 0 - 0.8 * 2 = -1.6; sqrt(2 * 2 * 1.6²) / 10
+    assert capstone.prompt_se(apart) == pytest.approx(math.sqrt(2 * 2 * 1.6**2) / 10)
+    assert capstone.prompt_se(apart) > capstone.binomial_se(0.8, 10)  # correlated prompts
+    assert math.isnan(capstone.prompt_se(same[:1]))
+    assert capstone.binomial_se(0.8, 10) == pytest.approx(math.sqrt(0.8 * 0.2 / 10))
+
+
 def right_alpha(num_drafts: int, accepted_per_pos: list[int]) -> float:
     return sum(accepted_per_pos) / (num_drafts + sum(accepted_per_pos[:-1]))
 

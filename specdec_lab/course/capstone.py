@@ -345,6 +345,25 @@ def exercise_7_2(
     return {k: plan[k] for k in PLAN_KEYS}
 
 
+def binomial_se(alpha: float, trials: int) -> float:
+    """The standard error of α̂ = accepted / trials, were every examined draft an independent coin
+    with one α. Drafts in one step or one prompt are correlated and α varies by prompt, so this
+    is a lower bound on the real uncertainty (`prompt_se` is the rougher, honest one)."""
+    return math.sqrt(alpha * (1 - alpha) / trials)
+
+
+def prompt_se(per_prompt: Sequence[decoding.GenerationStats]) -> float:
+    """The standard error of the pooled α̂ with each prompt as one unit (the cluster standard error
+    of a ratio: no independence assumed within a prompt). NaN with fewer than two prompts."""
+    n = len(per_prompt)
+    pooled = decoding.GenerationStats.merge(list(per_prompt))
+    if n < 2 or pooled.trials == 0:
+        return math.nan
+    alpha = pooled.acceptance_rate
+    gaps = [sum(s.accepted) - alpha * s.trials for s in per_prompt]  # one residual per prompt
+    return math.sqrt(n / (n - 1) * sum(g * g for g in gaps)) / pooled.trials
+
+
 def report(
     pair: str,
     stats: decoding.GenerationStats,
@@ -370,7 +389,7 @@ def report(
         "accepted": sum(stats.accepted),
         "examined": trials,
         "alpha": a,
-        "alpha_se": math.sqrt(a * (1 - a) / trials),
+        "alpha_se": binomial_se(a, trials),
         "c": c,
         "verify_curve": [float(x) for x in curve],
         **{k: plan[k] for k in PLAN_KEYS},
@@ -405,7 +424,7 @@ def check_report(rep: dict[str, Any]) -> str:
     need(rep["examined"] > 0 and 0 <= rep["accepted"] <= rep["examined"], "counts out of range")
     alpha = rep["accepted"] / rep["examined"]
     need(_close(rep["alpha"], alpha), f"α̂ = accepted / examined = {alpha:.4f}, not {rep['alpha']}")
-    se = math.sqrt(alpha * (1 - alpha) / rep["examined"])
+    se = binomial_se(alpha, rep["examined"])
     need(_close(rep["alpha_se"], se), f"the standard error of α̂ is {se:.4g}, not {rep['alpha_se']}")
     curve = rep["verify_curve"]
     need(len(curve) >= 2 and _close(curve[0], 1.0), "verify_curve[0] is t(1)/t(1) = 1")
