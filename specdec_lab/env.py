@@ -9,7 +9,8 @@ their fallback, the memory guard, `scripts/gpu_check.py`) run here, on tiny stan
 (`dry_run()` tells which sizes to shrink). Hub pairs load as tiny random stand-ins of their
 family; `SPECDEC_LAB_STAND_INS=0` loads nothing instead, so offline the hub pair fails and the
 fallback branch runs. `SPECDEC_LAB_FREE_MEMORY_GIB=<x>` pretends that only x GiB are free, to
-walk the memory guard's fallback by hand.
+walk the memory guard's fallback by hand. `SPECDEC_LAB_CPU_BF16=0` (or `=1`) overrides what
+`cpu_native_bf16()` detects, to walk a laptop without native bfloat16 on one that has it.
 """
 
 from __future__ import annotations
@@ -61,6 +62,37 @@ def default_dtype(device: torch.device | str) -> torch.dtype:
     if device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
         return torch.bfloat16
     return torch.float16
+
+
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 (/proc/cpuinfo flags), Arm (Features)
+
+
+def cpu_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU computes bfloat16 matmuls natively, by what it reports: an x86 flag
+    avx512_bf16 or amx_bf16, or Arm's bf16 extension (Linux's /proc/cpuinfo; macOS's
+    `hw.optional.arm.FEAT_BF16`). Elsewhere, and where nothing can be read, False: float32 is
+    the safe default, since emulated bfloat16 is slower than float32."""
+    forced = os.environ.get("SPECDEC_LAB_CPU_BF16")
+    if forced in ("0", "1"):
+        return forced == "1"
+    if platform.system() == "Darwin":
+        try:
+            import subprocess
+
+            out = subprocess.run(
+                ["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True
+            )
+            return out.stdout.strip() == "1"
+        except OSError:
+            return False
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return any(flag in line.split() for flag in CPU_BF16_FLAGS)
+    except OSError:
+        pass
+    return False
 
 
 def has_gpu() -> bool:

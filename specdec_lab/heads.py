@@ -15,6 +15,14 @@ its own and no rollback; the context reaches it only through h_t. We also train 
 unrolled predictions for a few steps (as EAGLE-3's "training-time test"), so that drafting
 beyond the first token does not meet features it never saw.
 
+A head may draft over a **truncated vocabulary** (`HeadConfig.draft_vocab`, as EAGLE-3's head
+does): it scores its feature with only the rows of the target's LM head for the `draft_vocab`
+most frequent tokens (`DraftHead.token_ids`), so a draft token costs a fraction of a target LM
+head. Its q is then exactly zero outside those tokens, which the acceptance rule handles like any
+other q: the output law stays the target's, and only acceptance is lost where p puts mass off
+the list. On SmolLM2-135M the full LM head alone is a fifth of the target's forward, so only a
+truncated head can be cheap there.
+
 Training lives in `course.head_training`; on the CPU, for a few minutes:
 
     python -m specdec_lab train-head --target data/models/target --out data/models/head --minutes 4
@@ -23,6 +31,7 @@ Training lives in `course.head_training`; on the CPU, for a few minutes:
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,7 +41,7 @@ from torch import nn
 
 from specdec_lab import env
 from specdec_lab.drafters import Drafter, stack_proposal
-from specdec_lab.engine.logits import output_logits
+from specdec_lab.engine.logits import output_logits, scales_logits
 from specdec_lab.engine.sessions import Session, open_session
 from specdec_lab.sampling import SamplingConfig, draft_token
 
@@ -46,6 +55,7 @@ class HeadConfig:
     hidden_size: int
     mlp_size: int = 512
     n_blocks: int = 2
+    draft_vocab: int | None = None  # score over this many token ids (`token_ids`); None: all
 
 
 class DraftHead(nn.Module):
@@ -55,10 +65,18 @@ class DraftHead(nn.Module):
     LM head scores it directly.
     """
 
-    def __init__(self, cfg: HeadConfig) -> None:
+    def __init__(self, cfg: HeadConfig, token_ids: torch.Tensor | None = None) -> None:
         super().__init__()
         d, m = cfg.hidden_size, cfg.mlp_size
         self.cfg = cfg
+        if (token_ids is None) != (cfg.draft_vocab is None):
+            raise ValueError("token_ids are needed exactly when cfg.draft_vocab is set")
+        if token_ids is not None and token_ids.shape != (cfg.draft_vocab,):
+            raise ValueError(
+                f"token_ids must be ({cfg.draft_vocab},), got {tuple(token_ids.shape)}"
+            )
+        # (S,) the ids it drafts from, most frequent first; saved with the weights
+        self.register_buffer("token_ids", token_ids, persistent=token_ids is not None)
         self.fuse = nn.Linear(2 * d, d)
         self.blocks = nn.ModuleList(
             nn.Sequential(nn.RMSNorm(d), nn.Linear(d, m), nn.SiLU(), nn.Linear(m, d))
@@ -71,6 +89,10 @@ class DraftHead(nn.Module):
         for block in self.blocks:
             x = x + block(x)
         return self.norm(x)
+
+    def table(self, lm_head: torch.Tensor) -> torch.Tensor:
+        """The LM-head rows it scores with: (S, d) of the target's (V', d), or all of them."""
+        return lm_head if self.token_ids is None else lm_head[self.token_ids].contiguous()
 
 
 # ------------------------------------------------------------------------------------ drafting
@@ -97,6 +119,16 @@ class HeadDrafter(Drafter):
         self.embed = target.model.get_input_embeddings()
         self.lm_head = target.model.get_output_embeddings()
         self.vocab_size = target.vocab_size
+        if head.token_ids is not None:
+            if int(head.token_ids.max()) >= self.vocab_size:
+                raise ValueError("the head's token ids reach beyond the target's vocabulary")
+            if scales_logits(target.model):
+                raise ValueError(
+                    f"a truncated-vocabulary head scores with the LM head's rows alone, and "
+                    f"{target.model.config.model_type} scales or soft-caps its logits after it"
+                )
+            # (d, S): stored transposed, the faster layout for one row on the CPU
+            self.table_t = head.table(self.lm_head.weight.detach()).t().contiguous()
         self.calls = 0  # head forwards, one per drafted token
         self.clock = env.RegionTimer(target.device)
 
@@ -112,9 +144,7 @@ class HeadDrafter(Drafter):
             x = ids[-1]
             for _ in range(gamma):
                 f = self.head(f, self.embed(x.to(device)).to(dtype))  # (d,)
-                # (V',) in the target's dtype, as its forward computes them (scales, soft caps)
-                out = output_logits(self.target.model, f.to(self.lm_head.weight.dtype))
-                logits = out[: self.vocab_size].float()  # (V,) on the device
+                logits = self._logits(f)  # (V,) on the device
                 self.calls += 1
                 x, q = draft_token(logits, cfg, generator, check=False)  # q None when greedy
                 if q is not None:
@@ -122,6 +152,16 @@ class HeadDrafter(Drafter):
                 tokens.append(x)
         self.clock.stop(t0)
         return stack_proposal(tokens, q_probs, self.vocab_size, ids.device, cfg.greedy)
+
+    def _logits(self, f: torch.Tensor) -> torch.Tensor:
+        """The head's logits for feature f (d,): (V,) float32, -inf off a truncated vocabulary."""
+        f = f.to(self.lm_head.weight.dtype)
+        if self.head.token_ids is None:  # (V',) as the target's forward computes them
+            return output_logits(self.target.model, f)[: self.vocab_size].float()
+        # the LM head's rows alone: __init__ refused families that scale logits after them
+        logits = f.new_full((self.vocab_size,), -math.inf, dtype=torch.float32)  # (V,)
+        logits[self.head.token_ids] = (f @ self.table_t).float()  # (S,)
+        return logits
 
 
 def head_drafter(
@@ -136,7 +176,10 @@ def head_drafter(
 def save_head(head: DraftHead, out: Path, info: dict) -> Path:
     """Write the head's weights in float16 (safetensors) and its config + `info` (JSON)."""
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().half().contiguous().cpu() for k, v in head.state_dict().items()}
+    state = {
+        k: (v if k == "token_ids" else v.detach().half()).contiguous().cpu()
+        for k, v in head.state_dict().items()
+    }
     save_file(state, str(out / WEIGHTS))
     (out / CONFIG).write_text(json.dumps({"config": asdict(head.cfg), **info}, indent=2) + "\n")
     return out / WEIGHTS
@@ -151,6 +194,7 @@ def load_head(path: str | Path, device: torch.device | str = "cpu") -> DraftHead
             f"`python -m specdec_lab train-head --target data/models/target --out {path}`"
         )
     cfg = HeadConfig(**json.loads((path / CONFIG).read_text())["config"])
-    head = DraftHead(cfg)
-    head.load_state_dict({k: v.float() for k, v in load_file(str(path / WEIGHTS)).items()})
+    state = load_file(str(path / WEIGHTS))
+    head = DraftHead(cfg, state.get("token_ids"))
+    head.load_state_dict({k: v if k == "token_ids" else v.float() for k, v in state.items()})
     return head.to(device).eval()

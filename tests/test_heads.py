@@ -9,6 +9,7 @@ from specdec_lab import decoding, heads
 from specdec_lab.course import head_training
 from specdec_lab.engine.sessions import HFSession
 from specdec_lab.proof import stats
+from specdec_lab.sampling import SamplingConfig
 
 VOCAB = 32
 
@@ -38,18 +39,25 @@ def _untrained(micro) -> heads.DraftHead:
         return heads.DraftHead(heads.HeadConfig(32, mlp_size=64)).eval()
 
 
+def _train(micro, seconds: float, token_ids: torch.Tensor | None = None):
+    sequences = torch.randint(1, VOCAB, (64, 32), generator=torch.Generator().manual_seed(3))
+    cfg = heads.HeadConfig(32, mlp_size=64)
+    return head_training.train_head(
+        micro, sequences, seconds, cfg=cfg, lr=3e-3, progress=False, token_ids=token_ids
+    )
+
+
 @pytest.fixture(scope="module")
 def trained(micro):
-    head, log = head_training.train_head(
-        micro,
-        torch.randint(1, VOCAB, (64, 32), generator=torch.Generator().manual_seed(3)),
-        seconds=6,
-        cfg=heads.HeadConfig(32, mlp_size=64),
-        lr=3e-3,
-        progress=False,
-        bf16=False,
-    )
-    return head, log
+    return _train(micro, 6)
+
+
+TRUNCATED = torch.tensor([0, 3, 5, 8, 9, 11, 14, 17, 20, 23, 26, 30])  # 12 of the 32 tokens
+
+
+@pytest.fixture(scope="module")
+def truncated(micro):
+    return _train(micro, 4, TRUNCATED)[0]
 
 
 PROMPTS = [torch.tensor([0, 5, 9]), torch.tensor([0, 17]), torch.tensor([0, 3, 3, 30, 8])]
@@ -104,20 +112,48 @@ def test_checkpoint_round_trip_in_float16(trained, tmp_path) -> None:
         heads.load_head(tmp_path / "missing")
 
 
-def test_head_sampling_law(micro, trained) -> None:
-    # T = 1 with top-k: the head's q is the processed distribution it sampled from. The first
-    # step only reads the prompt; the head drafts the second and third tokens.
-    head, _ = trained
+@pytest.mark.parametrize(("vocab", "top_k"), [("full", 2), ("truncated", 3)])
+def test_head_sampling_law(micro, trained, truncated, vocab, top_k) -> None:
+    # T = 1 with top-k: the head's q is the processed distribution it sampled from (for the
+    # truncated head, exactly zero off its 12 tokens). The first step only reads the prompt;
+    # the head drafts the second and third tokens.
+    head = trained[0] if vocab == "full" else truncated
     prompt = torch.tensor([0, 5, 9])
-    law = stats.exact_sequence_law(micro, prompt, 3, temperature=1.0, top_k=2)
+    law = stats.exact_sequence_law(micro, prompt, 3, temperature=1.0, top_k=top_k)
     n = stats.samples_needed(tol=0.07, delta=1e-6, n_outcomes=int((law > 0).sum()))
     g = torch.Generator().manual_seed(0)
     session, drafter = heads.head_drafter(micro, head)
     seqs, drafted = [], 0
     for _ in range(n):
-        out = decoding.speculative_generate(session, drafter, prompt, 3, 2, top_k=2, generator=g)
+        out = decoding.speculative_generate(
+            session, drafter, prompt, 3, 2, top_k=top_k, generator=g
+        )
         seqs.append(out.tokens.tolist())
         drafted += sum(out.stats.accepted)
     check = stats.check_against_law(stats.encode_sequences(seqs, VOCAB), law, 1e-6)
     assert check.passed, check
-    assert drafted > n // 4  # the head's drafts were in play
+    assert drafted > n // 8  # the head's drafts were in play
+
+
+def test_truncated_head_is_exact_and_drafts_only_its_tokens(micro, truncated, tmp_path) -> None:
+    assert truncated.cfg.draft_vocab == len(TRUNCATED)
+    prompt = PROMPTS[0]
+    expected = micro.generate(prompt[None], max_new_tokens=24, do_sample=False)[0, -24:]
+    session, drafter = heads.head_drafter(micro, truncated)
+    out = decoding.speculative_generate(session, drafter, prompt, 24, 3, temperature=0)
+    assert torch.equal(out.tokens, expected)
+    # sampled: q is zero off the list, a distribution on it, and every drafted token is on it
+    session, drafter = heads.head_drafter(micro, truncated)
+    session.logits(prompt)
+    tokens, q = drafter.propose(prompt, 4, SamplingConfig(1.0), torch.Generator().manual_seed(0))
+    off = torch.ones(VOCAB, dtype=torch.bool)
+    off[TRUNCATED] = False
+    assert torch.isin(tokens, TRUNCATED).all()
+    assert (q[:, off] == 0).all()
+    torch.testing.assert_close(q.sum(-1), torch.ones(4))
+    # the checkpoint keeps the list, and loads back to the same drafts
+    heads.save_head(truncated, tmp_path / "t", {})
+    loaded = heads.load_head(tmp_path / "t")
+    assert torch.equal(loaded.token_ids, TRUNCATED)
+    with pytest.raises(ValueError, match="token_ids"):
+        heads.DraftHead(heads.HeadConfig(32, draft_vocab=4))

@@ -31,8 +31,9 @@ from transformers import (
 )
 from transformers.convert_slow_tokenizer import bytes_to_unicode
 
+from specdec_lab import env
 from specdec_lab.engine import llama, sessions
-from specdec_lab.models import load_model, smollm2
+from specdec_lab.models import load_model, pairs, smollm2
 from specdec_lab.models.errors import PairUnavailableError
 
 H, LAYERS, HEADS, KV_HEADS, FF, CONTEXT = 64, 2, 4, 2, 128, 128
@@ -391,3 +392,30 @@ def test_a_stale_tmp_dir_without_a_source_record_is_not_a_cache(tmp_path) -> Non
     out.mkdir()  # a directory with files but no source.json is not finished either
     (out / "config.json").write_text("{}")
     assert not smollm2.is_cached(out)
+
+
+@pytest.mark.parametrize(
+    ("flags", "native"),
+    [
+        ("flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni", True),  # Zen 4, Cooper Lake
+        ("flags\t\t: fpu sse2 avx2 amx_bf16 amx_tile", True),  # Sapphire Rapids
+        ("flags\t\t: fpu sse2 avx2 fma", False),  # Zen 3, Skylake: bfloat16 only emulated
+        ("Features\t: fp asimd bf16 i8mm", True),  # Arm with the bf16 extension
+        ("Features\t: fp asimd", False),
+    ],
+)
+def test_native_bf16_is_read_from_what_the_cpu_reports(tmp_path, monkeypatch, flags, native):
+    monkeypatch.delenv("SPECDEC_LAB_CPU_BF16", raising=False)
+    monkeypatch.setattr(env.platform, "system", lambda: "Linux")
+    (tmp_path / "cpuinfo").write_text(f"processor\t: 0\n{flags}\n")
+    assert env.cpu_native_bf16(str(tmp_path / "cpuinfo")) is native
+    assert env.cpu_native_bf16(str(tmp_path / "absent")) is False
+
+
+def test_only_the_real_pair_defaults_to_bf16_and_only_on_a_native_cpu(monkeypatch) -> None:
+    monkeypatch.setenv("SPECDEC_LAB_CPU_BF16", "1")
+    assert pairs.pair_dtype("smollm2-local", "cpu") is torch.bfloat16
+    assert pairs.pair_dtype("embedded", "cpu") is None  # the exactness tests' pair keeps float32
+    assert pairs.pair_dtype("smollm2-local", "cuda") is None  # env.default_dtype decides there
+    monkeypatch.setenv("SPECDEC_LAB_CPU_BF16", "0")
+    assert pairs.pair_dtype("smollm2-local", "cpu") is None

@@ -27,13 +27,24 @@ def main(argv: list[str] | None = None) -> int:
         default=[data.CORPUS_DIR / f"{d}_train.txt" for d in data.DOMAINS],
         help="training text files (the target's own training split)",
     )
+    parser.add_argument("--text-weights", nargs="+", type=float, help="sampling weight per file")
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument(
         "--sequences", type=int, default=4000, help="training sequences drawn from --text"
     )
+    parser.add_argument("--vocab", type=int, help="draft over the N most frequent tokens only")
+    parser.add_argument("--mlp-size", type=int, default=512)
+    parser.add_argument("--blocks", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=4e-3)
+    parser.add_argument("--feature-share", type=float, default=0.35)
+    parser.add_argument(
+        "--checkpoint-minutes", type=float, default=10.0, help="save and evaluate this often"
+    )
     parser.add_argument("--gamma", type=int, default=4, help="draft length for the α report")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     missing = [str(p) for p in args.text if not p.exists()]
     if missing:
@@ -46,9 +57,45 @@ def main(argv: list[str] | None = None) -> int:
         f"params, {threads} thread(s), {args.minutes} min budget"
     )
     sequences = head_training.text_sequences(
-        tokenizer, args.text, args.sequences, args.seq_len, args.seed
+        tokenizer, args.text, args.sequences, args.seq_len, args.seed, args.text_weights
     )
-    head, log = head_training.train_head(target, sequences, 60 * args.minutes, seed=args.seed)
+    heldout = {  # held-out text of each domain, for the curve's α
+        d: head_training.text_sequences(
+            tokenizer, [data.CORPUS_DIR / f"{d}_heldout.txt"], 8, args.seq_len, seed=1
+        )
+        for d in data.DOMAINS
+        if (data.CORPUS_DIR / f"{d}_heldout.txt").exists()
+    }
+    token_ids = None
+    if args.vocab:
+        token_ids = head_training.frequent_tokens(tokenizer, sequences, args.vocab)
+        share = torch.isin(sequences, token_ids).float().mean().item()
+        print(f"draft vocabulary: {args.vocab} tokens, {share:.1%} of the training tokens")
+    cfg = heads.HeadConfig(target.config.hidden_size, args.mlp_size, args.blocks)
+
+    def checkpoint(head: heads.DraftHead, log: dict) -> None:
+        point = log["curve"][-1] if log["curve"] else {}
+        for domain, seqs in heldout.items():
+            point[f"heldout_alpha_t1_{domain}"] = [
+                round(a, 4) for a in head_training.heldout_alpha(head, target, seqs)
+            ]
+        heads.save_head(head, args.out, {"target": str(args.target), "train": log})
+        print(json.dumps(point), flush=True)
+
+    head, log = head_training.train_head(
+        target,
+        sequences,
+        60 * args.minutes,
+        cfg=cfg,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        progress=not args.no_progress,
+        feature_share=args.feature_share,
+        token_ids=token_ids,
+        checkpoint=checkpoint,
+        checkpoint_seconds=60 * args.checkpoint_minutes,
+    )
     prompts = [  # the bench's held-out prompts
         models.encode_prompt(tokenizer, p["text"])
         for domain in data.DOMAINS

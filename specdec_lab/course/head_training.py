@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -25,43 +27,42 @@ from specdec_lab.heads import WEIGHTS, DraftHead, HeadConfig, head_drafter, load
 HEAD_DIR = MODELS_DIR / "head"  # the shipped head of the embedded target
 
 
-@torch.inference_mode()
-def collect_features(
-    target, sequences: torch.Tensor, seconds: float = math.inf, progress: bool = True
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The target's final normalised hidden states on `sequences` (N, S): (N', S, d) and the
-    ids (N', S) of the first N' rows that fit in about `seconds` (at least one)."""
-    decoder, feats, start = target.get_decoder(), [], time.perf_counter()
-    for row in tqdm(sequences, desc="target features", disable=not progress):
-        h = decoder(input_ids=row[None].to(target.device)).last_hidden_state[0]  # (S, d)
-        feats.append(h.float().cpu())
-        if time.perf_counter() - start > seconds:
-            break
-    return torch.stack(feats), sequences[: len(feats)]
-
-
 def head_loss(
-    head: DraftHead, target, feats: torch.Tensor, ids: torch.Tensor, unroll: int = 3
-) -> torch.Tensor:
-    """Distillation loss over `unroll` drafting steps, each fed the head's own previous feature.
+    head: DraftHead,
+    target,
+    feats: torch.Tensor,
+    ids: torch.Tensor,
+    unroll: int = 3,
+    table: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, list[float]]:
+    """Distillation loss over `unroll` drafting steps, each fed the head's own previous feature,
+    and the expected acceptance at T = 1 of each step, Σ min(p, q), averaged over positions.
 
     feats (B, S, d) the target's features, ids (B, S). Step k predicts h_{t+1+k} from
     (f̂_{t+k}, e(x_{t+1+k})), with f̂_t = h_t: KL from the target's next-token distribution,
-    plus a smooth-L1 pull towards the target's feature (EAGLE uses both).
+    plus a smooth-L1 pull towards the target's feature (EAGLE uses both). With `table` (S', d),
+    the rows of a truncated vocabulary, both p and q are scored over those rows alone: the
+    best q over them is p renormalised to them, the same optimum as with p over all tokens.
     """
     embed = target.get_input_embeddings()
+
+    def logits(x: torch.Tensor) -> torch.Tensor:  # (..., V) or (..., S') float32
+        return output_logits(target, x).float() if table is None else x @ table.t()
+
     span = feats.shape[1] - unroll  # positions t with t + unroll < S
-    f, loss = feats[:, :span], 0.0
+    f, loss, alphas = feats[:, :span], 0.0, []
     for k in range(unroll):
         e = embed(ids[:, 1 + k : 1 + k + span]).detach().float()  # (B, span, d)
         h_true = feats[:, 1 + k : 1 + k + span]  # (B, span, d)
         f = head(f, e)
         with torch.no_grad():
-            p = output_logits(target, h_true).float().log_softmax(-1)  # (B, span, V) target
-        log_q = output_logits(target, f).float().log_softmax(-1)
-        kl = nn.functional.kl_div(log_q, p, log_target=True, reduction="none").sum(-1).mean()
-        loss = loss + kl + nn.functional.smooth_l1_loss(f, h_true)
-    return loss / unroll
+            log_p = logits(h_true).log_softmax(-1)  # (B, span, V) the target's
+        log_q = logits(f).log_softmax(-1)
+        kl = nn.functional.kl_div(log_q, log_p, log_target=True, reduction="none").sum(-1)
+        loss = loss + kl.mean() + nn.functional.smooth_l1_loss(f, h_true)
+        with torch.no_grad():
+            alphas.append(torch.minimum(log_p, log_q).exp().sum(-1).mean().item())
+    return loss / unroll, alphas
 
 
 def train_head(
@@ -75,51 +76,107 @@ def train_head(
     seed: int = 0,
     progress: bool = True,
     feature_share: float = 0.35,
-    bf16: bool = True,
+    token_ids: torch.Tensor | None = None,
+    checkpoint: Callable[[DraftHead, dict], None] | None = None,
+    checkpoint_seconds: float = 600.0,
 ) -> tuple[DraftHead, dict]:
     """Train a head on the target's own features of `sequences` (N, S) for about `seconds`.
 
-    `feature_share` of the budget goes into the target forwards that collect features, the rest
-    into AdamW steps on random batches (learning rate decaying linearly over the remaining
-    time), under bfloat16 autocast when `bf16` (faster on CPUs with native bf16 matmuls).
-    Returns the head (float32, eval mode) and a log dict. The target's parameters are left as
-    they were.
+    Features are collected a sequence at a time, interleaved with AdamW steps on random batches
+    of those collected so far, so that the target's forwards take about `feature_share` of the
+    time (the learning rate warms up, then decays linearly to the deadline). `token_ids` (S',)
+    gives the head a truncated vocabulary (`HeadConfig.draft_vocab` = S'). `checkpoint(head,
+    log)` is called every `checkpoint_seconds` and at the end. Returns the head (float32, eval
+    mode) and a log dict; the target's parameters are left as they were.
     """
     start = time.perf_counter()
+    deadline = start + seconds
     cfg = cfg or HeadConfig(target.config.hidden_size)
+    if token_ids is not None:
+        cfg = replace(cfg, draft_vocab=len(token_ids))
     with _frozen(target):
-        feats, ids = collect_features(target, sequences, seconds * feature_share, progress)
         with torch.random.fork_rng(devices=[]):  # seed the weights, not the global RNG
             torch.manual_seed(seed)
-            head = DraftHead(cfg).to(target.device)
+            head = DraftHead(cfg, token_ids).to(target.device)
+        lm_head = target.get_output_embeddings().weight.detach().float()
+        table = None if token_ids is None else head.table(lm_head)  # (S', d)
         opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
-        rng = random.Random(seed)
-        losses, step = [], 0
-        deadline = start + seconds
-        train_start = time.perf_counter()
+        rng, rows = random.Random(seed), iter(sequences)
+        feats, ids, curve, collect_s = [], [], [], 0.0
+        log = {"steps": 0, "curve": curve}
+        last_checkpoint, window = start, []
         bar = tqdm(desc="head steps", disable=not progress)
         while (now := time.perf_counter()) < deadline:
-            for group in opt.param_groups:  # linear decay to 5% over the remaining time budget
-                group["lr"] = lr * max(0.05, (deadline - now) / (deadline - train_start))
-            batch = rng.sample(range(feats.shape[0]), min(batch_size, feats.shape[0]))
-            with torch.autocast(target.device.type, dtype=torch.bfloat16, enabled=bf16):
-                loss = head_loss(head, target, feats[batch].to(target.device), ids[batch], unroll)
+            if len(ids) < len(sequences) and (not ids or collect_s < feature_share * (now - start)):
+                row = next(rows)
+                feats.append(_features(target, row))
+                ids.append(row)
+                collect_s += time.perf_counter() - now
+                continue
+            for group in opt.param_groups:  # warm up over 100 steps, then decay to 5%
+                warm = min(1.0, (log["steps"] + 1) / 100)
+                group["lr"] = lr * warm * max(0.05, (deadline - now) / seconds)
+            batch = rng.sample(range(len(ids)), min(batch_size, len(ids)))
+            x = torch.stack([feats[i] for i in batch]).to(target.device)
+            loss, alphas = head_loss(
+                head, target, x, torch.stack([ids[i] for i in batch]), unroll, table
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(loss.item())
-            step += 1
+            log["steps"] += 1
+            log.setdefault("first_loss", loss.item())
+            window.append((loss.item(), alphas))
             bar.update()
+            if checkpoint and time.perf_counter() - last_checkpoint > checkpoint_seconds:
+                _log_point(log, window, feats, start, collect_s)
+                checkpoint(head.eval(), log)
+                head.train()
+                last_checkpoint, window = time.perf_counter(), []
         bar.close()
-        log = {
-            "feature_sequences": feats.shape[0],
-            "feature_tokens": feats.shape[0] * feats.shape[1],
-            "steps": step,
-            "first_loss": losses[0] if losses else math.nan,
-            "last_loss": sum(losses[-20:]) / len(losses[-20:]) if losses else math.nan,
-            "seconds": time.perf_counter() - start,
-        }
+        _log_point(log, window, feats, start, collect_s)
+        if checkpoint:
+            checkpoint(head.eval(), log)
         return head.eval(), log
+
+
+@torch.inference_mode()
+def _features(target, row: torch.Tensor) -> torch.Tensor:
+    """The target's final normalised hidden states on one sequence (S,): (S, d) float32."""
+    hidden = target.get_decoder()(input_ids=row[None].to(target.device)).last_hidden_state
+    return hidden[0].float().cpu()
+
+
+def _log_point(log: dict, window: list, feats: list, start: float, collect_s: float) -> None:
+    """Add the mean loss and per-step α of the steps in `window` to `log` and its curve."""
+    if window:
+        loss = sum(w[0] for w in window) / len(window)
+        alphas = [sum(w[1][k] for w in window) / len(window) for k in range(len(window[0][1]))]
+        log["curve"].append(
+            {
+                "minutes": round((time.perf_counter() - start) / 60, 2),
+                "steps": log["steps"],
+                "loss": round(loss, 4),
+                "train_alpha_t1": [round(a, 4) for a in alphas],
+            }
+        )
+    log.update(
+        feature_sequences=len(feats),
+        feature_tokens=sum(f.shape[0] for f in feats),
+        feature_seconds=round(collect_s, 1),
+        seconds=round(time.perf_counter() - start, 1),
+        last_loss=log["curve"][-1]["loss"] if log["curve"] else math.nan,
+    )
+
+
+@torch.inference_mode()
+def heldout_alpha(head: DraftHead, target, sequences: torch.Tensor, unroll: int = 3) -> list[float]:
+    """Expected acceptance at T = 1, Σ min(p, q), of each of `unroll` chained drafting steps on
+    held-out `sequences` (N, S), teacher-forced on the target's own features."""
+    feats = torch.stack([_features(target, row) for row in sequences]).to(target.device)
+    lm_head = target.get_output_embeddings().weight.detach().float()
+    table = None if head.token_ids is None else head.table(lm_head)
+    return head_loss(head, target, feats, sequences.to(target.device), unroll, table)[1]
 
 
 @contextmanager
@@ -135,19 +192,34 @@ def _frozen(model):
 
 
 def text_sequences(
-    tokenizer, paths: list[Path], n: int, length: int, seed: int = 0
+    tokenizer,
+    paths: list[Path],
+    n: int,
+    length: int,
+    seed: int = 0,
+    weights: list[float] | None = None,
 ) -> torch.Tensor:
-    """n token sequences of `length` from random places in the text files `paths`: (n, length)."""
+    """n token sequences of `length` from random places in the text files `paths` (drawn with
+    `weights`, equal by default): (n, length)."""
     rng, rows = random.Random(seed), []
     sizes = [p.stat().st_size for p in paths]
     while len(rows) < n:
-        i = rng.randrange(len(paths))
+        i = rng.choices(range(len(paths)), weights)[0]
         with open(paths[i], encoding="utf-8", errors="ignore") as f:
             f.seek(rng.randrange(max(sizes[i] - 8 * length, 1)))
             ids = tokenizer(f.read(8 * length))["input_ids"]  # ~8 characters per token is ample
         if len(ids) >= length + 1:
             rows.append(ids[1 : length + 1])  # drop a token that may start mid-character
     return torch.tensor(rows, dtype=torch.long)
+
+
+def frequent_tokens(tokenizer, sequences: torch.Tensor, n: int) -> torch.Tensor:
+    """The `n` token ids most frequent in `sequences`, most frequent first, after the
+    tokenizer's special tokens (which chat prompts need however rare in text): (n,) long."""
+    counts = torch.bincount(sequences.flatten(), minlength=len(tokenizer)).float()
+    special = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
+    counts[special] = math.inf
+    return counts.argsort(descending=True, stable=True)[:n]
 
 
 def measure_head(target, head: DraftHead, prompts: list[torch.Tensor], n_new: int, gamma: int):

