@@ -19,6 +19,7 @@ import gc
 import os
 import platform
 import random
+import subprocess
 import time
 
 import numpy as np
@@ -77,8 +78,6 @@ def cpu_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
         return forced == "1"
     if platform.system() == "Darwin":
         try:
-            import subprocess
-
             out = subprocess.run(
                 ["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True
             )

@@ -117,10 +117,9 @@ def train_head(
                 warm = min(1.0, (log["steps"] + 1) / 100)
                 group["lr"] = lr * warm * max(0.05, (deadline - now) / seconds)
             batch = rng.sample(range(len(ids)), min(batch_size, len(ids)))
-            x = torch.stack([feats[i] for i in batch]).to(target.device)
-            loss, alphas = head_loss(
-                head, target, x, torch.stack([ids[i] for i in batch]), unroll, table
-            )
+            x = torch.stack([feats[i] for i in batch]).to(target.device)  # (B, S, d)
+            x_ids = torch.stack([ids[i] for i in batch]).to(target.device)  # (B, S)
+            loss, alphas = head_loss(head, target, x, x_ids, unroll, table)
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -147,7 +147,8 @@ def load_pair(
     "bfloat16"): default `env.default_dtype(device)`, float32 on the CPU (exact greedy
     comparisons need it), bfloat16 where the device computes it natively, else float16; a pair
     marked `cpu_bf16` (smollm2-local) loads in bfloat16 on a CPU with native bfloat16
-    (`env.cpu_native_bf16`), where its verify forward is flat in k and float32's is not.
+    (`env.cpu_native_bf16`): on the EPYC of `smollm2-costs-cpu.json` its verify forward is
+    flat in k there, and float32's is not.
     The pair is restricted to the vocabulary both models and the tokenizer share.
     Raises HubUnavailableError (offline), InsufficientMemoryError (does not fit), ValueError.
     """
