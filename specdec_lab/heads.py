@@ -193,8 +193,13 @@ def load_head(path: str | Path, device: torch.device | str = "cpu") -> DraftHead
             f"no draft head at {path}: train one with "
             f"`python -m specdec_lab train-head --target data/models/target --out {path}`"
         )
-    cfg = HeadConfig(**json.loads((path / CONFIG).read_text())["config"])
+    cfg = HeadConfig(**head_info(path)["config"])
     state = load_file(str(path / WEIGHTS))
     head = DraftHead(cfg, state.get("token_ids"))
     head.load_state_dict({k: v if k == "token_ids" else v.float() for k, v in state.items()})
     return head.to(device).eval()
+
+
+def head_info(path: str | Path) -> dict:
+    """The JSON that `save_head` wrote beside a head's weights: its config and training log."""
+    return json.loads((Path(path) / CONFIG).read_text())

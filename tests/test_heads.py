@@ -112,6 +112,24 @@ def test_checkpoint_round_trip_in_float16(trained, tmp_path) -> None:
         heads.load_head(tmp_path / "missing")
 
 
+def test_training_continues_a_head_from_its_weights_and_vocabulary(micro, truncated) -> None:
+    before = {k: v.clone() for k, v in truncated.state_dict().items()}
+    sequences = torch.randint(1, VOCAB, (64, 32), generator=torch.Generator().manual_seed(4))
+    cfg = heads.HeadConfig(32, mlp_size=16)  # ignored: the head continued keeps its own shape
+    start, _ = head_training.train_head(
+        micro, sequences, 0, cfg=cfg, progress=False, init=truncated
+    )
+    more, log = head_training.train_head(
+        micro, sequences, 1, cfg=cfg, lr=1e-3, progress=False, init=truncated
+    )
+    for name, value in before.items():
+        assert torch.equal(start.state_dict()[name], value)  # no step yet: the same head
+        assert torch.equal(truncated.state_dict()[name], value)  # the one continued is untouched
+    assert more.cfg == truncated.cfg and torch.equal(more.token_ids, TRUNCATED)
+    assert log["steps"] > 0
+    assert not torch.equal(more.fuse.weight, truncated.fuse.weight)
+
+
 @pytest.mark.parametrize(("vocab", "top_k"), [("full", 2), ("truncated", 3)])
 def test_head_sampling_law(micro, trained, truncated, vocab, top_k) -> None:
     # T = 1 with top-k: the head's q is the processed distribution it sampled from (for the

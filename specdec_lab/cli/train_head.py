@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sequences", type=int, default=4000, help="training sequences drawn from --text"
     )
+    parser.add_argument(
+        "--init-from", type=Path, help="continue a saved head (its shape and vocabulary win)"
+    )
     parser.add_argument("--vocab", type=int, help="draft over the N most frequent tokens only")
     parser.add_argument("--mlp-size", type=int, default=512)
     parser.add_argument("--blocks", type=int, default=2)
@@ -66,8 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         for d in data.DOMAINS
         if (data.CORPUS_DIR / f"{d}_heldout.txt").exists()
     }
-    token_ids = None
-    if args.vocab:
+    token_ids, init, earlier = None, None, {}
+    if args.init_from:
+        init = heads.load_head(args.init_from)
+        earlier = {"init_from": str(args.init_from), "init_info": heads.head_info(args.init_from)}
+        print(f"continuing {args.init_from}: {init.cfg}")
+    elif args.vocab:
         token_ids = head_training.frequent_tokens(tokenizer, sequences, args.vocab)
         share = torch.isin(sequences, token_ids).float().mean().item()
         print(f"draft vocabulary: {args.vocab} tokens, {share:.1%} of the training tokens")
@@ -79,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             point[f"heldout_alpha_t1_{domain}"] = [
                 round(a, 4) for a in head_training.heldout_alpha(head, target, seqs)
             ]
-        heads.save_head(head, args.out, {"target": str(args.target), "train": log})
+        heads.save_head(head, args.out, {"target": str(args.target), "train": log, **earlier})
         print(json.dumps(point), flush=True)
 
     head, log = head_training.train_head(
@@ -95,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         token_ids=token_ids,
         checkpoint=checkpoint,
         checkpoint_seconds=60 * args.checkpoint_minutes,
+        init=init,
     )
     prompts = [  # the bench's held-out prompts
         models.encode_prompt(tokenizer, p["text"])
@@ -109,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "tokens_per_target_call": stats.tokens_per_target_call,
         "gamma": args.gamma,
         "greedy_exact": exact,
+        **earlier,
     }
     path = heads.save_head(head, args.out, info)
     print(json.dumps(info, indent=2))

@@ -79,6 +79,7 @@ def train_head(
     token_ids: torch.Tensor | None = None,
     checkpoint: Callable[[DraftHead, dict], None] | None = None,
     checkpoint_seconds: float = 600.0,
+    init: DraftHead | None = None,
 ) -> tuple[DraftHead, dict]:
     """Train a head on the target's own features of `sequences` (N, S) for about `seconds`.
 
@@ -87,17 +88,22 @@ def train_head(
     time (the learning rate warms up, then decays linearly to the deadline). `token_ids` (S',)
     gives the head a truncated vocabulary (`HeadConfig.draft_vocab` = S'). `checkpoint(head,
     log)` is called every `checkpoint_seconds` and at the end. Returns the head (float32, eval
-    mode) and a log dict; the target's parameters are left as they were.
+    mode) and a log dict; the target's parameters are left as they were. `init` continues a
+    trained head (its config and vocabulary win over `cfg` and `token_ids`); it is not modified.
     """
     start = time.perf_counter()
     deadline = start + seconds
     cfg = cfg or HeadConfig(target.config.hidden_size)
+    if init is not None:
+        cfg, token_ids = init.cfg, init.token_ids
     if token_ids is not None:
         cfg = replace(cfg, draft_vocab=len(token_ids))
     with _frozen(target):
         with torch.random.fork_rng(devices=[]):  # seed the weights, not the global RNG
             torch.manual_seed(seed)
             head = DraftHead(cfg, token_ids).to(target.device)
+        if init is not None:
+            head.load_state_dict(init.state_dict())
         lm_head = target.get_output_embeddings().weight.detach().float()
         table = None if token_ids is None else head.table(lm_head)  # (S', d)
         opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
