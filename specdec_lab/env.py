@@ -249,6 +249,7 @@ def device_info(device: torch.device | str | None = None) -> dict[str, object]:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "platform": platform.platform(),
+        "cpu_native_bf16": cpu_native_bf16(),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)

@@ -7,6 +7,7 @@ c is the cost of one draft forward divided by the cost of one target forward.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 
 def _check(alpha: float, gamma: int | None = None, c: float | None = None) -> None:
@@ -44,6 +45,19 @@ def optimal_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
     """The γ in [1, max_gamma] with the highest expected speedup (found numerically)."""
     _check(alpha, None, c)
     return max(range(1, max_gamma + 1), key=lambda g: speedup(alpha, g, c))
+
+
+def best_gamma(alpha: float, c: float, verify_cost: Sequence[float]) -> tuple[int, float]:
+    """(γ, expected speedup) at the best γ when a forward over k tokens costs verify_cost[k - 1]
+    one-token forwards (a measured curve, `timing.verify_curve`; γ ≤ len(verify_cost) - 1).
+    (0, 1.0) when no γ beats plain decoding: then the plan is not to speculate."""
+    _check(alpha, None, c)
+    best = (0, 1.0)
+    for gamma in range(1, len(verify_cost)):
+        gain = speedup(alpha, gamma, c, verify_cost[gamma])
+        if gain > best[1]:
+            best = (gamma, gain)
+    return best
 
 
 def breaks_even(alpha: float, c: float) -> bool:

@@ -35,3 +35,25 @@ def run_notebook():
         return NotebookClient(nb, **(options | kwargs)).execute()
 
     return run
+
+
+@pytest.fixture(scope="module")
+def micro():
+    """A 2-layer Llama of vocabulary 32, hidden size 32: a real transformers model in a second."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=32,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        initializer_range=0.1,  # random, but smooth enough for a head to learn in seconds
+        bos_token_id=0,
+        eos_token_id=None,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).eval()

@@ -3,7 +3,6 @@ micro Llama, and round-trips through its float16 checkpoint."""
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from specdec_lab import decoding, heads
 from specdec_lab.course import head_training
@@ -11,26 +10,7 @@ from specdec_lab.engine.sessions import HFSession
 from specdec_lab.proof import stats
 from specdec_lab.sampling import SamplingConfig
 
-VOCAB = 32
-
-
-@pytest.fixture(scope="module")
-def micro():
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        initializer_range=0.1,  # random, but smooth enough for a head to learn in seconds
-        bos_token_id=0,
-        eos_token_id=None,
-        tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    return LlamaForCausalLM(config).eval()
+VOCAB = 32  # the `micro` Llama's (tests/conftest.py)
 
 
 def _untrained(micro) -> heads.DraftHead:

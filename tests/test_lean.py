@@ -7,6 +7,10 @@ rollback moves a pointer, a tree keeps its accepted branch. Families and configs
 cover fall back to transformers, or raise when the lean path is forced.
 """
 
+import copy
+import gc
+import weakref
+
 import pytest
 import torch
 from transformers import (
@@ -19,6 +23,7 @@ from transformers import (
 
 from specdec_lab import decoding, tree
 from specdec_lab.engine import llama, sessions
+from specdec_lab.engine.linear import Linear, can_pack
 
 V = 96
 SMALL = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_attention_heads=4)
@@ -279,19 +284,62 @@ def test_one_host_sync_per_speculative_step(setting, monkeypatch) -> None:
     assert set(counts) == {1}, counts
 
 
-def test_lean_forward_runs_on_the_models_own_parameters(model) -> None:
-    """No copy of the weights: every tensor the lean forward reads is one of the model's own, so
-    its memory is the model's plus the preallocated KV cache of the call."""
-    lean = llama.LeanLlama(model)
+def test_unpacked_lean_forward_runs_on_the_models_own_parameters(model) -> None:
+    """packed=False copies no weight: every tensor the lean forward reads is one of the model's
+    own, so its memory is the model's plus the preallocated KV cache of the call."""
+    lean = llama.LeanLlama(model, packed=False)
     own = {p.data_ptr() for p in model.parameters()}
-    read = [lean.embed, lean.norm, lean.lm_head]
-    read += [w for layer in lean.layers for w in vars(layer).values() if w is not None]
+    projections = [
+        p for layer in lean.layers for p in vars(layer).values() if isinstance(p, Linear)
+    ]
+    lean.logits(lean.forward(_ids(3), lean.new_cache()))
+    projections += lean.heads_by_vocab.values()
+    assert all(p.packed is None for p in projections)
+    read = [lean.embed, lean.norm, lean.lm_head] + [p.weight for p in projections]
+    read += [p.bias for p in projections if p.bias is not None]
+    read += [w for layer in lean.layers for w in (layer.attn_norm, layer.mlp_norm)]
     assert all(t.data_ptr() in own for t in read)
     cache = lean.new_cache(40)
     c = model.config
     kv_heads = c.num_key_value_heads or c.num_attention_heads
     per_position = 2 * c.num_hidden_layers * kv_heads * lean.head_dim * 4  # k and v, fp32
     assert cache.k.numel() * 4 * 2 == per_position * cache.capacity == per_position * llama.CHUNK
+
+
+@pytest.mark.skipif(not can_pack(torch.ones(1)), reason="this torch cannot pack for oneDNN")
+def test_packed_forward_computes_the_unpacked_logits(model) -> None:
+    """The oneDNN copies sum in another order than MKL: equal to float32 rounding of the
+    logits' scale (the bound of test_logits_match_transformers_in_chunks), chunk by chunk."""
+    ids, out = _ids(30), {}
+    for packed in (False, True):
+        lean = llama.LeanLlama(model, packed=packed)
+        cache, start, out[packed] = lean.new_cache(), 0, []
+        for k in (20, 1, 3, 5, 1):
+            out[packed].append(lean.logits(lean.forward(ids[start : start + k], cache)))
+            start += k
+        packs = [
+            p.packed for layer in lean.layers for p in vars(layer).values() if isinstance(p, Linear)
+        ]
+        assert all((p is not None) == packed for p in packs)
+    plain, packed = torch.cat(out[False]), torch.cat(out[True])
+    scale = plain.abs().max()
+    assert (packed - plain).abs().max() <= 32 * torch.finfo(torch.float32).eps * max(scale, 1.0)
+
+
+def test_lean_forward_is_built_once_and_rebuilt_when_a_weight_changes(model) -> None:
+    """Sessions share one LeanLlama per model (packing copies every weight), but an in-place
+    update, as a training step makes, rebuilds it: the lean logits follow the new weights."""
+    model = copy.deepcopy(model)
+    first = llama.LeanLlama.of(model)
+    assert llama.LeanLlama.of(model) is first
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight.mul_(1.5)
+        reference = model(_ids(12)[None]).logits[0]  # (12, V)
+    lean = llama.LeanLlama.of(model)
+    assert lean is not first
+    logits = lean.logits(lean.forward(_ids(12), lean.new_cache()))
+    scale = reference.abs().max()
+    assert (logits - reference).abs().max() <= 32 * torch.finfo(torch.float32).eps * max(scale, 1)
 
 
 class _LoRALinear(torch.nn.Module):
@@ -419,3 +467,13 @@ def test_the_chain_mask_is_bottom_right_causal_and_fused_on_cuda() -> None:
     sdpa = torch.nn.functional.scaled_dot_product_attention
     via_bias = sdpa(q, *kv, attn_mask=fused, enable_gqa=True)
     assert torch.allclose(via_bias, sdpa(q, *kv, attn_mask=explicit, enable_gqa=True), atol=1e-6)
+
+
+def test_the_kept_lean_forward_lets_the_model_go_and_be_copied() -> None:
+    model = _model(CONFIGS["llama-gqa-tied"])
+    sessions.open_session(model, runtime="lean").logits(_ids(4))
+    copy.deepcopy(model)  # the packed copies are not the model's: nothing opaque to copy
+    gone = weakref.ref(model)
+    del model
+    gc.collect()
+    assert gone() is None

@@ -20,6 +20,19 @@ def test_speedup_and_optimal_gamma() -> None:
     assert theory.optimal_gamma(0.95, 0.01) > theory.optimal_gamma(0.6, 0.2)
 
 
+def test_best_gamma_reads_the_measured_verify_curve() -> None:
+    flat = [1.0] * 17
+    assert theory.best_gamma(0.8, 0.1, flat)[0] == theory.optimal_gamma(0.8, 0.1, max_gamma=16)
+    # a CPU whose verify cost doubles past 3 tokens: γ = 2 is best though flat would take more
+    cliff = [1.0, 1.05, 1.1] + [2.2] * 14
+    gamma, gain = theory.best_gamma(0.8, 0.05, cliff)
+    assert gamma == 2 and gain == pytest.approx(theory.speedup(0.8, 2, 0.05, 1.1))
+    assert max(theory.speedup(0.8, g, 0.05, cliff[g]) for g in range(1, 17)) == gain
+    # α below what one extra token costs: plain decoding is the plan
+    assert theory.best_gamma(0.3, 0.05, [1.0, 1.4, 1.6, 1.8]) == (0, 1.0)
+    assert theory.best_gamma(0.9, 0.0, [1.0]) == (0, 1.0)  # nothing measured beyond one token
+
+
 def test_break_even_rule_matches_gamma_one() -> None:
     # With γ = 1 the speedup (1 + α)/(1 + c) exceeds 1 exactly when α > c.
     for alpha, c in [(0.3, 0.2), (0.2, 0.3), (0.5, 0.49), (0.1, 0.5)]:

@@ -2,9 +2,11 @@
 
 Why this file exists. A 1M-parameter draft does almost no arithmetic per token, so its forward
 time is set by *overhead*: Python, module dispatch, hooks, mask building, cache bookkeeping.
-The forward below runs the same weights, with no copy, through the same matmuls (its RMSNorm
-is fused), and takes 28% to 50% less time than transformers' eager forward for the draft's
-one-token forward on the 2-core CPUs we measured (notebook 05 measures it on your machine).
+The forward below runs the same weights (its RMSNorm is fused) and took 28% to 50% less time
+than transformers' eager forward for the draft's one-token forward on the 2-core CPUs we
+measured (notebook 05 measures it on your machine). In float32 on a CPU each matmul reads a
+copy of its weight prepacked for oneDNN, so that a verify forward of a few tokens costs little
+more than a one-token one (see `linear.py`).
 It keeps its keys and values in a **preallocated KV cache**: rolling back after a rejection
 moves a length pointer and copies nothing (vLLM v1 does the same by not advancing its
 computed-token count; gpt-fast indexes a static cache by position).
@@ -22,15 +24,19 @@ H / Hkv = query / key-value heads, hd = head size, V = vocabulary.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
+from specdec_lab.engine.linear import Linear
+
 FAMILIES = ("llama", "qwen2", "mistral")
 _ROPE_TYPES = ("default", "linear", "llama3", "yarn")  # static: a table per position suffices
 CHUNK = 256  # the cache grows by whole chunks of positions
+_BUILT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its LeanLlama
 
 
 def lean_support(model) -> str | None:
@@ -53,6 +59,11 @@ def lean_support(model) -> str | None:
     if (why := _modified(model)) is not None:
         return f"{family} model not covered: {why}"
     return None
+
+
+def weights_stamp(model) -> tuple:
+    """Which tensors `model` holds, and how often each was written in place (`_version`)."""
+    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in model.parameters())
 
 
 def _modified(model) -> str | None:
@@ -145,31 +156,31 @@ class KVCache:
 
 @dataclass(frozen=True)
 class Layer:
-    """One decoder layer's weights: references to the transformers model's own tensors."""
+    """One decoder layer: its norms' weights (the model's own tensors) and its projections, each a
+    `Linear` over the model's own weight and bias."""
 
     attn_norm: torch.Tensor
-    wq: torch.Tensor
-    bq: torch.Tensor | None
-    wk: torch.Tensor
-    bk: torch.Tensor | None
-    wv: torch.Tensor
-    bv: torch.Tensor | None
-    wo: torch.Tensor
-    bo: torch.Tensor | None
+    q: Linear
+    k: Linear
+    v: Linear
+    o: Linear
     mlp_norm: torch.Tensor
-    w_gate: torch.Tensor
-    w_up: torch.Tensor
-    w_down: torch.Tensor
+    gate: Linear
+    up: Linear
+    down: Linear
 
 
 class LeanLlama:
-    """A Llama-family forward over `model`'s parameters (no copy) and a preallocated `KVCache`."""
+    """A Llama-family forward over `model`'s parameters and a preallocated `KVCache`.
 
-    def __init__(self, model) -> None:
+    `packed` (None: where `linear.can_pack` says so) gives each projection and the LM head a
+    copy prepacked for oneDNN; False reads the model's own weights alone, with no copy.
+    """
+
+    def __init__(self, model, packed: bool | None = None) -> None:
         if (why := lean_support(model)) is not None:
             raise ValueError(f"{why}; use runtime='hf' for this model")
         c = model.config
-        self.model = model
         self.heads, self.kv_heads = (
             c.num_attention_heads,
             c.num_key_value_heads or c.num_attention_heads,
@@ -182,19 +193,37 @@ class LeanLlama:
         self.norm = decoder.norm.weight  # (d,)
         self.lm_head = model.get_output_embeddings().weight  # (V', d), maybe `embed` itself
         self.rotary = decoder.rotary_emb
+        self.packed = packed
+
+        def linear(p) -> Linear:
+            return Linear(p.weight, p.bias, packed)
+
         self.layers = [
             Layer(
                 m.input_layernorm.weight,
-                *(w for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj) for w in (p.weight, p.bias)),
+                *(linear(p) for p in (a.q_proj, a.k_proj, a.v_proj, a.o_proj)),
                 m.post_attention_layernorm.weight,
-                m.mlp.gate_proj.weight,
-                m.mlp.up_proj.weight,
-                m.mlp.down_proj.weight,
+                *(linear(p) for p in (m.mlp.gate_proj, m.mlp.up_proj, m.mlp.down_proj)),
             )
             for m in decoder.layers
             for a in [m.self_attn]
         ]
+        self.heads_by_vocab: dict[int | None, Linear] = {}  # the LM head, per vocab_size asked
         self.cos = self.sin = self.embed.new_empty(0, self.head_dim)  # (positions, hd) tables
+        self.stamp = weights_stamp(model)
+
+    @classmethod
+    def of(cls, model) -> LeanLlama:
+        """`model`'s lean forward, built once and reused while the model's weights stay the same
+        tensors at the same version: packing copies every weight, and a session is opened per
+        generate call. A training step or a `.to()` changes the stamp, and it is rebuilt. It
+        holds the model's tensors, not the model, so it goes when the model goes."""
+        if (why := lean_support(model)) is not None:
+            raise ValueError(f"{why}; use runtime='hf' for this model")
+        lean = _BUILT.get(model)
+        if lean is None or lean.stamp != weights_stamp(model):
+            lean = _BUILT[model] = cls(model)
+        return lean
 
     def new_cache(self, positions: int = 0) -> KVCache:
         cache = KVCache(
@@ -227,9 +256,9 @@ class LeanLlama:
         x = F.embedding(tokens, self.embed)  # (k, d)
         for i, w in enumerate(self.layers):
             h = _rms_norm(x, w.attn_norm, self.eps)
-            q = F.linear(h, w.wq, w.bq).view(1, k, self.heads, -1).transpose(1, 2)  # (1, H, k, hd)
-            kk = F.linear(h, w.wk, w.bk).view(1, k, self.kv_heads, -1).transpose(1, 2)
-            v = F.linear(h, w.wv, w.bv).view(1, k, self.kv_heads, -1).transpose(1, 2)
+            q = w.q(h).view(1, k, self.heads, -1).transpose(1, 2)  # (1, H, k, hd)
+            kk = w.k(h).view(1, k, self.kv_heads, -1).transpose(1, 2)
+            v = w.v(h).view(1, k, self.kv_heads, -1).transpose(1, 2)
             cache.k[i, ..., start:end, :] = _rotate(kk, cos, sin)  # (1, Hkv, k, hd)
             cache.v[i, ..., start:end, :] = v
             a = F.scaled_dot_product_attention(
@@ -241,16 +270,18 @@ class LeanLlama:
                 scale=self.scale,
                 enable_gqa=True,
             )  # (1, H, k, hd)
-            x = x + F.linear(a.transpose(1, 2).reshape(k, -1), w.wo, w.bo)
+            x = x + w.o(a.transpose(1, 2).reshape(k, -1))
             h = _rms_norm(x, w.mlp_norm, self.eps)
-            x = x + F.linear(F.silu(F.linear(h, w.w_gate)) * F.linear(h, w.w_up), w.w_down)
+            x = x + w.down(F.silu(w.gate(h)) * w.up(h))
         cache.length = end
         return _rms_norm(x, self.norm, self.eps)  # (k, d)
 
     @torch.inference_mode()
     def logits(self, hidden: torch.Tensor, vocab_size: int | None = None) -> torch.Tensor:
         """The LM head on final hidden states (k, d): (k, vocab_size), padded rows never computed."""
-        return F.linear(hidden, self.lm_head[:vocab_size])
+        if vocab_size not in self.heads_by_vocab:
+            self.heads_by_vocab[vocab_size] = Linear(self.lm_head[:vocab_size], None, self.packed)
+        return self.heads_by_vocab[vocab_size](hidden)
 
     def _rope(self, positions: torch.Tensor | slice) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and signed sin (k, hd) at `positions`, from tables the model's rotary module fills

@@ -276,11 +276,18 @@ class LeanSession(_SessionBase):
 
     runtime = "lean"
 
-    def __init__(self, model, vocab_size: int | None = None, keep_hidden: bool = False) -> None:
+    def __init__(
+        self,
+        model,
+        vocab_size: int | None = None,
+        keep_hidden: bool = False,
+        packed: bool | None = None,
+    ) -> None:
         super().__init__(vocab_size or model.config.vocab_size)
         self.model = model
         self.device = model.device
-        self.lean = LeanLlama(model)  # ValueError, naming the reason, if the family is not covered
+        # ValueError, naming the reason, if not covered; `packed` as LeanLlama's, None: shared
+        self.lean = LeanLlama.of(model) if packed is None else LeanLlama(model, packed)
         self.cache = self.lean.new_cache()
         self.keep_hidden = keep_hidden
         self._hidden = torch.empty(0, model.config.hidden_size, device=self.device)  # (cap, d)

@@ -22,6 +22,7 @@ p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192).
 from __future__ import annotations
 
 import contextlib
+import functools
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -262,21 +263,58 @@ def runtime_sweep(
     and compute (notebook 05). Rounds interleave runtimes and ks, so a burst of background load
     lands on all of them; the minimum is the least disturbed run. `clock` is as in `timer`.
     """
-    gen = torch.Generator().manual_seed(0)
-    vocab = model.get_input_embeddings().weight.shape[0]
-    ids = torch.randint(vocab, (prefix + max(ks),), generator=gen)
     opened = {rt: sessions.open_session(model, runtime=rt) for rt in runtimes}
-    best = {rt: [float("inf")] * len(ks) for rt in runtimes}
+    return session_sweep(opened, ks, repeats, prefix, clock)
+
+
+def session_sweep(
+    opened: dict[str, sessions.Session],
+    ks: Sequence[int],
+    repeats: int = 7,
+    prefix: int = 32,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, list[float]]:
+    """`runtime_sweep` over sessions already open, by name (say one model in two dtypes, or
+    with and without packed weights): {name: [t(k) for k in ks]}, interleaved the same way."""
+    gen = torch.Generator().manual_seed(0)
+    vocab = min(session.vocab_size for session in opened.values())
+    ids = torch.randint(vocab, (prefix + max(ks),), generator=gen)
+
     for session in opened.values():
         session.logits(ids[:prefix])
-    for round_ in range(repeats + 2):  # two warm-up rounds
-        for rt, session in opened.items():
-            for i, k in enumerate(ks):
-                session.crop(prefix)
-                with timer(model.device, clock) as sw:
-                    session.logits(ids[: prefix + k])
-                if round_ >= 2:
-                    best[rt][i] = min(best[rt][i], sw.seconds)
+    calls = {
+        (name, k): functools.partial(s.logits, ids[: prefix + k])
+        for name, s in opened.items()
+        for k in ks
+    }
+    device = next(iter(opened.values())).device
+    best = interleaved(
+        calls, repeats, device, clock, before=lambda key: opened[key[0]].crop(prefix)
+    )
+    return {name: [best[name, k] for k in ks] for name in opened}
+
+
+def interleaved(
+    calls: dict[Any, Callable[[], Any]],
+    repeats: int = 7,
+    device: torch.device | str = "cpu",
+    clock: Callable[[], float] = time.perf_counter,
+    warmups: int = 2,
+    before: Callable[[Any], Any] | None = None,
+) -> dict[Any, float]:
+    """Minimum seconds on `clock` of each of `calls` ({key: call()}), timed in rounds in which
+    every call takes its turn, so that a burst of background load lands on all of them alike:
+    c and r are ratios of these minima. `warmups` rounds first are not counted; `before(key)`
+    runs untimed before each call (a session's rollback, say)."""
+    best = dict.fromkeys(calls, float("inf"))
+    for round_ in range(warmups + repeats):
+        for key, call in calls.items():
+            if before is not None:
+                before(key)
+            with timer(device, clock) as sw:
+                call()
+            if round_ >= warmups:
+                best[key] = min(best[key], sw.seconds)
     return best
 
 

@@ -1,0 +1,77 @@
+"""One linear layer of the lean forward: the model's own weight, or a copy prepacked for oneDNN.
+
+Why this file exists. In float32 on a CPU, `F.linear` calls MKL's sgemm. For one row (k = 1,
+plain decoding) that streams the weight once, at close to the memory's bandwidth. For the few
+rows of a verify forward (k = 2..8) it does not: on the 2-core AMD EPYC of our records a
+3-token forward of SmolLM2-135M took 2.1x a 1-token one, although the same 540 MB of weights
+stream in both and the arithmetic is under a tenth of what one core can do
+(data/results/smollm2-costs-cpu-emulated-bf16.json, from `scripts/smollm2_costs.py`).
+
+torch ships oneDNN as well. oneDNN can reorder a weight *once* into the blocked layout its
+small-batch kernel reads; every call after that streams the packed copy and nothing else. The
+price is memory: the copy is as large as the weight, and the model's own weights stay.
+
+So a `Linear` sends one row to `F.linear`, as before, and two rows or more to the packed copy.
+On that machine a one-token forward through the packed copy took about 9% longer than
+through MKL, and a three-token one 43% less time. It packs where it can: a float32 weight on
+the CPU, in a torch built with oneDNN, unless `SPECDEC_LAB_PACK=0` is set. The two paths sum
+in different orders, so they agree to float32 rounding, not bit for bit (tests/test_lean.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+import torch.nn.functional as F
+
+PACK_ROWS = 8  # the batch oneDNN chooses the packed layout for: a verify forward's k is about this
+
+
+class Linear:
+    """y = x W^T + b for x (..., d_in): through `F.linear` or through a packed copy of W."""
+
+    def __init__(
+        self, weight: torch.Tensor, bias: torch.Tensor | None = None, packed: bool | None = None
+    ) -> None:
+        self.weight, self.bias = weight, bias  # the model's own tensors
+        if packed is None:
+            packed = can_pack(weight)
+        self.packed = _reorder(weight.detach()) if packed else None  # (oneDNN layout) or None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is None or x.numel() == x.shape[-1]:  # one row: MKL streams W once
+            return F.linear(x, self.weight, self.bias)
+        rows = x.reshape(-1, x.shape[-1])  # (k, d_in): the packed kernel takes a matrix
+        y = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
+        return y.view(*x.shape[:-1], -1)
+
+
+def can_pack(weight: torch.Tensor) -> bool:
+    """Whether `Linear` packs `weight` by default: float32, on the CPU, oneDNN present and
+    working, and not switched off with SPECDEC_LAB_PACK=0."""
+    return (
+        weight.device.type == "cpu"
+        and weight.dtype == torch.float32
+        and os.environ.get("SPECDEC_LAB_PACK", "1") != "0"
+        and _onednn_works()
+    )
+
+
+def _reorder(weight: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        return torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
+
+
+@functools.cache
+def _onednn_works() -> bool:
+    """One packed 2 x 8 product against its known answer: false on a torch without oneDNN or
+    without these (private) ops, so such a build falls back to `F.linear`."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        y = Linear(torch.ones(4, 8), torch.arange(4.0), packed=True)(torch.ones(2, 8))
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return False
+    return torch.equal(y, torch.tensor([[8.0, 9.0, 10.0, 11.0]] * 2))

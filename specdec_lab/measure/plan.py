@@ -1,0 +1,158 @@
+"""The course's own plan, made on this machine: which drafter, and which γ (notebook 04's rule).
+
+`make_plan(target, drafters, ids, temperature)` does in a few seconds what notebooks 04 and 05
+do by hand:
+
+1. **Costs.** t(k), the target's forward over k = 1..K new tokens, and one drafting step of
+   every candidate, through the sessions the decoding loop uses, timed in interleaved rounds
+   (`timing.interleaved`, minimum of the rounds): r(k) = t(k) / t(1), c = t(step) / t(1).
+2. **α.** A short probe: `probe_tokens` tokens of speculative decoding with each candidate at
+   the run's temperature, on the prompt at hand.
+3. **γ.** `theory.best_gamma(α, c, r)` per candidate: the expected speedup
+   E(α, γ) / (γc + r(γ + 1)), maximised over γ. The plan is the candidate with the best one, or
+   plain decoding when none beats 1.
+
+A candidate is `make() -> (target, drafter)`, fresh objects for `decoding.speculative_generate`
+(a draft model's sessions, or a draft head's shared session and drafter).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+
+from specdec_lab import decoding, theory
+from specdec_lab.engine import sessions
+from specdec_lab.measure import timing
+from specdec_lab.sampling import SamplingConfig
+
+Candidate = Callable[[], tuple[object, object]]  # make() -> (target, drafter)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to run, and why. `gamma` 0 means plain decoding (no candidate gains)."""
+
+    drafter: str | None  # the chosen candidate's name; None: plain decoding
+    gamma: int
+    predicted: float  # expected speedup over plain decoding at `gamma`
+    alpha: dict[str, float]  # probed, per candidate
+    c: dict[str, float]  # per candidate
+    verify_cost: tuple[float, ...]  # r(k) = t(k) / t(1) for k = 1..K
+    t1_ms: float  # the target's one-token forward
+    seconds: float  # what planning took
+
+    def describe(self) -> str:
+        """The plan and its inputs, in a few lines."""
+        r = " ".join(f"{x:.2f}" for x in self.verify_cost[1:6])
+        lines = [f"  t(1) = {self.t1_ms:.1f} ms; r(k) = t(k)/t(1) for k = 2..6: {r}"]
+        for name in self.alpha:
+            gamma, gain = theory.best_gamma(self.alpha[name], self.c[name], self.verify_cost)
+            lines.append(
+                f"  {name}: α ≈ {self.alpha[name]:.2f} (probe), c = {self.c[name]:.3f}"
+                f" -> best γ = {gamma}, expected {gain:.2f}x"
+            )
+        chosen = (
+            "plain decoding (no drafter is expected to gain)"
+            if self.drafter is None
+            else f"{self.drafter}, γ = {self.gamma}, expected {self.predicted:.2f}x"
+        )
+        lines.append(f"  plan: {chosen}   [planned in {self.seconds:.1f} s]")
+        return "\n".join(lines)
+
+
+def make_plan(
+    target_model,
+    candidates: dict[str, Candidate],
+    ids: torch.Tensor,
+    temperature: float,
+    vocab_size: int | None = None,
+    max_tokens: int = 9,
+    probe_tokens: int = 32,
+    probe_gamma: int = 4,
+    repeats: int = 5,
+    seed: int = 0,
+) -> Plan:
+    """Measure, probe and choose (see the module's docstring). t(k) is measured for k up to
+    `max_tokens`, so γ ≤ max_tokens - 1."""
+    start = time.perf_counter()
+    t = forward_and_step_costs(target_model, candidates, ids, max_tokens, repeats, vocab_size)
+    r = tuple(t["target", k] / t["target", 1] for k in range(1, max_tokens + 1))
+    c = {name: t["step", name] / t["target", 1] for name in candidates}
+    alpha = {
+        name: probe_alpha(make, ids, temperature, probe_tokens, probe_gamma, vocab_size, seed)
+        for name, make in candidates.items()
+    }
+    choice, gamma, predicted = None, 0, 1.0
+    for name in candidates:
+        g, gain = theory.best_gamma(alpha[name], c[name], r)
+        if gain > predicted:
+            choice, gamma, predicted = name, g, gain
+    seconds = time.perf_counter() - start
+    return Plan(choice, gamma, predicted, alpha, c, r, 1e3 * t["target", 1], seconds)
+
+
+def forward_and_step_costs(
+    target_model,
+    candidates: dict[str, Candidate],
+    ids: torch.Tensor,
+    max_tokens: int,
+    repeats: int,
+    vocab_size: int | None = None,
+) -> dict[tuple[str, object], float]:
+    """Seconds of the target's forward over k = 1..max_tokens tokens after `ids` (keys
+    ("target", k)) and of one drafting step of each candidate after `ids` (("step", name)),
+    all in one set of interleaved rounds."""
+    session = sessions.open_session(target_model, vocab_size)
+    prefix = ids.shape[0]
+    extra = torch.zeros(max_tokens, dtype=ids.dtype)  # any tokens: the cost does not read them
+    longer = torch.cat([ids, extra])
+    session.logits(ids)
+    calls: dict[tuple[str, object], Callable[[], object]] = {
+        ("target", k): partial(session.logits, longer[: prefix + k])
+        for k in range(1, max_tokens + 1)
+    }
+    croppers: dict[tuple[str, object], Callable[[], None]] = {
+        key: partial(session.crop, prefix) for key in calls
+    }
+    greedy = SamplingConfig(0.0)
+    for name, make in candidates.items():
+        target, drafter = make()
+        if not isinstance(target, torch.nn.Module):  # a head's session: it reads its hidden states
+            target.logits(ids)
+        calls["step", name] = partial(drafter.propose, ids, 1, greedy, None)
+        crop = getattr(drafter, "crop", None)  # a draft model's cache: feed one token each time
+        croppers["step", name] = partial(crop, prefix - 1) if crop else _nothing
+    return timing.interleaved(calls, repeats, session.device, before=lambda key: croppers[key]())
+
+
+def probe_alpha(
+    make: Candidate,
+    ids: torch.Tensor,
+    temperature: float,
+    tokens: int,
+    gamma: int,
+    vocab_size: int | None = None,
+    seed: int = 0,
+) -> float:
+    """The acceptance rate of `tokens` tokens of speculative decoding after `ids`."""
+    target, drafter = make()
+    out = decoding.speculative_generate(
+        target,
+        drafter,
+        ids,
+        tokens,
+        gamma,
+        temperature=temperature,
+        generator=torch.Generator().manual_seed(seed),
+        vocab_size=vocab_size,
+    )
+    return out.stats.acceptance_rate
+
+
+def _nothing() -> None:
+    return None

@@ -1,0 +1,52 @@
+"""measure.plan: the demo's and bench's own plan, on the `micro` Llama of conftest.py (its numbers are CPU noise,
+so the tests check how the plan follows from what it measured, not the numbers)."""
+
+import time
+
+import torch
+
+from specdec_lab import drafters, theory
+from specdec_lab.engine import sessions
+from specdec_lab.measure import plan
+
+
+class _Slow(drafters.ModelDrafter):
+    """A draft model whose every drafting step also waits 30 ms: c is in the hundreds."""
+
+    def propose(self, *args, **kwargs):
+        time.sleep(0.03)
+        return super().propose(*args, **kwargs)
+
+
+def _candidates(micro) -> dict:
+    return {
+        "itself": lambda: (micro, drafters.ModelDrafter(sessions.open_session(micro))),
+        "slow": lambda: (micro, _Slow(sessions.open_session(micro))),
+    }
+
+
+IDS = torch.tensor([0, 5, 9, 3, 17, 2, 30, 8])
+
+
+def test_the_plan_follows_from_what_it_measured(micro) -> None:
+    p = plan.make_plan(micro, _candidates(micro), IDS, 0.0, max_tokens=5, probe_tokens=12)
+    assert len(p.verify_cost) == 5 and p.verify_cost[0] == 1.0
+    assert p.alpha["itself"] == 1.0  # the target drafting for itself, greedy: all accepted
+    assert p.c["slow"] > p.c["itself"]  # the same work, and a sleep no clock can shorten
+    best = {n: theory.best_gamma(p.alpha[n], p.c[n], p.verify_cost) for n in p.alpha}
+    # E(α, γ) <= γ + 1 < γc for any c > 2: a 30 ms wait on a target of ~1 ms never pays
+    assert p.c["slow"] > 2 and best["slow"] == (0, 1.0)
+    if p.drafter is None:
+        assert p.gamma == 0 and p.predicted == 1.0 and all(g == 0 for g, _ in best.values())
+    else:
+        assert p.drafter == "itself" and (p.gamma, p.predicted) == best["itself"]
+    assert "plan:" in p.describe() and "slow" in p.describe()
+
+
+def test_a_probe_reads_the_acceptance_of_its_own_run(micro) -> None:
+    def make():
+        return micro, drafters.ModelDrafter(sessions.open_session(micro))
+
+    assert plan.probe_alpha(make, IDS, 0.0, 12, 3) == 1.0
+    sampled = plan.probe_alpha(make, IDS, 1.0, 24, 3, seed=1)
+    assert sampled == 1.0  # p = q exactly: min(1, p/q) accepts every draft at any temperature
