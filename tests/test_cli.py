@@ -27,6 +27,25 @@ def test_demo_on_mock_models(capsys) -> None:
     assert "--- sampled at T = 0.7" in sampled and "tokens per target call" in greedy
 
 
+@pytest.mark.skipif(not (MODELS_DIR / "head" / "head.json").exists(), reason="no embedded head")
+def test_demo_plans_its_drafter_and_gamma_and_gamma_overrides(capsys) -> None:
+    argv = ["demo", "--pair", "embedded", "--max-new-tokens", "24", "--no-color"]
+    assert main([*argv, "--temperatures", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "draft model: α ≈" in out and "draft head: α ≈" in out  # both candidates probed
+    header = re.search(r"--- greedy: (draft model|draft head), γ = (\d+) ---", out)
+    planned = re.search(r"plan: (.+?), γ = (\d+), expected", out)
+    if planned:  # the run is the plan's
+        assert header.groups() == planned.groups()
+    else:  # nothing expected to gain: the demo still shows γ = 1 of the draft model
+        assert "plan: plain decoding" in out and header.groups() == ("draft model", "1")
+    assert "speedup the plan expected" in out and "identical to greedy target output  True" in out
+    assert main([*argv, "--temperatures", "0", "--gamma", "5"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"--- greedy: draft (model|head), γ = 5 ---", out)
+    assert "[--gamma overrides γ]" in out
+
+
 def _tiny_pair() -> Pair:
     config = LlamaConfig(
         vocab_size=32,

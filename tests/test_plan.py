@@ -30,12 +30,14 @@ IDS = torch.tensor([0, 5, 9, 3, 17, 2, 30, 8])
 
 def test_the_plan_follows_from_what_it_measured(micro) -> None:
     p = plan.make_plan(micro, _candidates(micro), IDS, 0.0, max_tokens=5, probe_tokens=12)
-    assert len(p.verify_cost) == 5 and p.verify_cost[0] == 1.0
+    assert len(p.costs.verify_cost) == 5 and p.costs.verify_cost[0] == 1.0
     assert p.alpha["itself"] == 1.0  # the target drafting for itself, greedy: all accepted
-    assert p.c["slow"] > p.c["itself"]  # the same work, and a sleep no clock can shorten
-    best = {n: theory.best_gamma(p.alpha[n], p.c[n], p.verify_cost) for n in p.alpha}
+    assert (
+        p.costs.c["slow"] > p.costs.c["itself"]
+    )  # the same work, and a sleep no clock can shorten
+    best = {n: theory.best_gamma(p.alpha[n], p.costs.c[n], p.costs.verify_cost) for n in p.alpha}
     # E(α, γ) <= γ + 1 < γc for any c > 2: a 30 ms wait on a target of ~1 ms never pays
-    assert p.c["slow"] > 2 and best["slow"] == (0, 1.0)
+    assert p.costs.c["slow"] > 2 and best["slow"] == (0, 1.0)
     if p.drafter is None:
         assert p.gamma == 0 and p.predicted == 1.0 and all(g == 0 for g, _ in best.values())
     else:

