@@ -467,7 +467,7 @@ def tree_step(
     branching: tuple[int, ...],
     cfg: SamplingConfig,
     generator: torch.Generator | None = None,
-    verify_siblings: Callable[..., tuple[int, torch.Tensor]] = multi_draft_sample,
+    verify_siblings: Callable[..., tuple[int, torch.Tensor]] | None = None,
     siblings: Callable[..., tuple[torch.Tensor, torch.Tensor]] = draw_siblings,
 ) -> tuple[torch.Tensor, Step]:
     """One token-tree step after the accepted sequence `ids` (L,). Returns (new ids, Step).
@@ -480,8 +480,8 @@ def tree_step(
     there (`verify_tree_on_device`), and the verdict comes back in one read. The sessions build
     each tree forward's attention mask and positions from `parents` on the host (the layout is
     known there) and copy them without waiting for the device (tests/test_simulated_device.py
-    pins the count). A learner's `verify_siblings` or `siblings` runs as written, node by node,
-    with its own host syncs.
+    pins the count). A `verify_siblings` rule (None: `verify.multi_draft_sample`'s, on the
+    device) or a learner's `siblings` runs as written, node by node, with its own host syncs.
     """
     # 1. Draft a tree.
     tree = build_tree(draft, ids, branching, cfg, generator, siblings)
@@ -489,7 +489,7 @@ def tree_step(
     p_logits = target.tree_logits(ids, tree.tokens, tree.parents)  # (1 + N, V)
     # 3. Walk down the tree: on the device, with the step's one read of the outcome, unless a
     #    learner's rule replaces the multi-draft rule or the sibling sampler (teaching only).
-    if tree.widths is not None and (cfg.greedy or verify_siblings is multi_draft_sample):
+    if tree.widths is not None and (cfg.greedy or verify_siblings is None):
         verdict = verify_tree_on_device(tree, p_logits, cfg, generator)
         path, token, accepted = verdict.path, verdict.token, verdict.accepted
         drafted, next_token = verdict.branch, verdict.next_token
@@ -498,7 +498,9 @@ def tree_step(
             path, token = tree_greedy(tree, p_logits)
         else:
             p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p)
-            path, token = tree_sample(tree, p_probs, generator, verify_siblings)
+            path, token = tree_sample(
+                tree, p_probs, generator, verify_siblings or multi_draft_sample
+            )
         token = torch.as_tensor(token, device=ids.device)
         accepted = tree.tokens[path]  # (n,)
         branch, node = list(path), path[-1] if path else -1
@@ -528,7 +530,7 @@ def tree_speculative_generate(
     eos_token_id: int | Sequence[int] | None = None,
     vocab_size: int | None = None,
     on_step: Callable[[Step], None] | None = None,
-    verify_siblings: Callable[..., tuple[int, torch.Tensor]] = multi_draft_sample,
+    verify_siblings: Callable[..., tuple[int, torch.Tensor]] | None = None,
     siblings: Callable[..., tuple[torch.Tensor, torch.Tensor]] = draw_siblings,
     runtime: str = "auto",
 ) -> Generation:

@@ -14,7 +14,7 @@ import pytest
 import torch
 from simulated_device import DEVICE, DeviceTensor, Simulation
 
-from specdec_lab import decoding, drafters, env, heads, sampling, tree
+from specdec_lab import decoding, drafters, env, heads, sampling, tree, verify
 from specdec_lab.engine import sessions
 from specdec_lab.measure import bench
 from specdec_lab.models import load_pair, pairs, save_tiny_pair
@@ -346,6 +346,25 @@ def test_token_trees_sync_once_per_step(
     assert {(syncs, in_sessions) for _, syncs, in_sessions in per_step} == {(1, 0)}, per_step
     if temperature == 0:
         assert out.tokens.tolist() == reference
+
+
+def test_a_tree_rule_passed_in_runs_as_written(pair, sim, monkeypatch) -> None:
+    """No identity test picks the path: `verify.multi_draft_sample` passed as the rule runs
+    node by node on the host, with its own syncs, like any learner's rule."""
+    per_step = _tree_steps_with_syncs(sim, monkeypatch)
+    tree.tree_speculative_generate(
+        pair.target,
+        pair.draft,
+        PROMPT,
+        16,
+        (2, 1, 1),
+        temperature=1.0,
+        generator=_generator(sim, "host"),
+        vocab_size=pair.vocab_size,
+        verify_siblings=verify.multi_draft_sample,
+        runtime="lean",
+    )
+    assert max(syncs for _, syncs, _ in per_step) > 1, per_step
 
 
 @pytest.fixture()
