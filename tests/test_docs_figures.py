@@ -447,6 +447,70 @@ def test_model_card_smollm2_section(training, costs, smollm2_bench) -> None:
     says(CARD, "half the greedy outputs differ")
 
 
+def test_model_card_smollm2_head_section() -> None:
+    decoding = records.load_results(RESULTS / "head-decoding-cpu-smollm2-local.json")
+    costs = records.load_results(RESULTS / "smollm2-costs-cpu-emulated-bf16.json")["results"]
+    assert not decoding["device_info"]["cpu_native_bf16"]  # the card's "no native bfloat16"
+    by_t = decoding["results"]["temperatures"]
+    for temperature, label in (("0", "greedy"), ("1", "T = 1")):
+        rows = by_t[temperature]
+        for drafter, name in (("draft head", "head"), ("draft model", "draft model")):
+            best = max(rows[f"{d} γ={g}"]["speedup"] for d in ("draft head",) for g in (1, 2, 3))
+            cells = []
+            for g in (1, 2, 3):
+                r = rows[f"{drafter} γ={g}"]
+                speed = f"{half_up(r['speedup'], 2)}x"
+                if drafter == "draft head" and temperature == "0" and r["speedup"] == best:
+                    speed = f"**{speed}**"
+                alpha, per_call = half_up(r["alpha"], 2), half_up(r["tokens_per_target_call"], 2)
+                cells.append(f"{alpha} / {per_call} / {speed}")
+                if temperature == "0":
+                    assert r["greedy_equal"] == "4/4"  # "every greedy output ... 4 of 4"
+            says(
+                CARD,
+                f"| {name}, {label}{': α / tokens per call / speedup' * (name == 'head' and label == 'greedy')} | "
+                + " | ".join(cells)
+                + " |",
+            )
+    ar0, ar1 = (by_t[t]["autoregressive"]["tokens_per_s"] for t in ("0", "1"))
+    says(CARD, f"Autoregressive decoding ran at {ar0:.1f} tok/s greedy and {ar1:.1f} at T = 1.")
+    ks = costs["ks"]
+    for dtype in ("float32", "float32_packed", "bfloat16"):
+        t = dict(zip(ks, costs["dtypes"][dtype]["t_ms"], strict=True))
+        says(CARD, " | " + " | ".join(f"{t[k]:.1f}" for k in (1, 2, 3, 4, 5, 8, 16)) + " |")
+    r = {d: costs["dtypes"][d]["r"] for d in costs["dtypes"]}
+    says(
+        CARD,
+        f"So r(3) fell from {r['float32'][2]:.2f} to {r['float32_packed'][2]:.2f} and r(4) from "
+        f"{r['float32'][3]:.2f} to {r['float32_packed'][3]:.2f}.",
+        f"(r(4) = {r['bfloat16'][3]:.2f})",
+    )
+    c = decoding["results"]["c"]
+    says(
+        CARD,
+        f"{c['draft head']:.3f} for the head, {c['draft model']:.3f} for the draft model",
+    )
+    head2 = by_t["0"]["draft head γ=2"]
+    unpacked = head2["tokens_per_target_call"] / (r["float32"][2] + 2 * c["draft head"])
+    says(
+        CARD,
+        f"{head2['tokens_per_target_call']:.2f} / ({r['float32'][2]:.2f} + 2 x "
+        f"{c['draft head']:.3f}) = {unpacked:.2f}x",
+    )
+    g, t1 = by_t["0"], by_t["1"]
+    best_g = max((g[f"draft head γ={k}"]["speedup"], k) for k in (1, 2, 3))
+    best_t1 = max((t1[f"draft head γ={k}"]["speedup"], k) for k in (1, 2, 3))
+    says(
+        SPEED,
+        f"(r(3) = {r['float32_packed'][2]:.2f} instead of {r['float32'][2]:.2f})",
+        f"at c = {decoding['results']['c']['draft head']:.3f}.",
+        f"the head gains {half_up(best_g[0], 2)}x greedy (γ = {best_g[1]}) and "
+        f"{half_up(best_t1[0], 2)}x at T = 1 (γ = {best_t1[1]}), where the draft model reaches "
+        f"{half_up(max(g[f'draft model γ={k}']['speedup'] for k in (1, 2, 3)), 2)}x and "
+        f"{half_up(max(t1[f'draft model γ={k}']['speedup'] for k in (1, 2, 3)), 2)}x",
+    )
+
+
 # ---------------------------------------------------------------------------- the formula sheet
 def test_formula_sheet_examples_are_the_packages() -> None:
     says(FORMULAS, f"α = 0.8, γ = 4 gives {theory.expected_tokens(0.8, 4):.2f} tokens per call")
