@@ -151,8 +151,9 @@ def forward_and_step_costs(
     ("target", k)) and of one drafting step of each candidate after `ids` (("step", name)),
     all in one set of interleaved rounds."""
     session = sessions.open_session(target_model, vocab_size)
+    ids = ids.to(session.device)  # where the loop keeps them
     prefix = ids.shape[0]
-    extra = torch.zeros(max_tokens, dtype=ids.dtype)  # any tokens: the cost does not read them
+    extra = ids.new_zeros(max_tokens)  # any tokens: the cost does not read them
     longer = torch.cat([ids, extra])
     session.logits(ids)
     calls: dict[tuple[str, object], Callable[[], object]] = {
