@@ -22,7 +22,7 @@ from transformers import (
 )
 
 from specdec_lab import decoding, tree
-from specdec_lab.engine import llama, sessions
+from specdec_lab.engine import linear, llama, sessions
 from specdec_lab.engine.linear import Linear, can_pack
 
 V = 96
@@ -324,6 +324,26 @@ def test_packed_forward_computes_the_unpacked_logits(model) -> None:
     plain, packed = torch.cat(out[False]), torch.cat(out[True])
     scale = plain.abs().max()
     assert (packed - plain).abs().max() <= 32 * torch.finfo(torch.float32).eps * max(scale, 1.0)
+
+
+@pytest.mark.skipif(not can_pack(torch.ones(1)), reason="this torch cannot pack for oneDNN")
+def test_a_model_too_large_to_copy_is_not_packed_unless_told(model, monkeypatch) -> None:
+    def packs(lean) -> set[bool]:
+        return {
+            p.packed is not None
+            for layer in lean.layers
+            for p in vars(layer).values()
+            if isinstance(p, Linear)
+        }
+
+    assert packs(llama.LeanLlama(model)) == {True}  # a few MB of weights: packed
+    monkeypatch.setattr(linear, "PACK_MAX_BYTES", 1024)  # as if the model had 1 KB to spare
+    assert packs(llama.LeanLlama(model)) == {False}
+    monkeypatch.setenv("SPECDEC_LAB_PACK", "1")
+    assert packs(llama.LeanLlama(model)) == {True}
+    monkeypatch.setenv("SPECDEC_LAB_PACK", "0")
+    monkeypatch.setattr(linear, "PACK_MAX_BYTES", 2**40)
+    assert packs(llama.LeanLlama(model)) == {False}
 
 
 def test_lean_forward_is_built_once_and_rebuilt_when_a_weight_changes(model) -> None:

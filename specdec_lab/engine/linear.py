@@ -15,7 +15,8 @@ So a `Linear` sends one row to `F.linear`, as before, and two rows or more to th
 On that machine a one-token forward through the packed copy took 6-9% longer than through MKL
 (two sweeps, with a training job on the other core), and with the machine quiet a three-token
 forward took 73 ms packed against 118 ms: r(3) = 1.30 against 2.09. It packs where it can: a
-float32 weight on the CPU, in a torch built with oneDNN, unless `SPECDEC_LAB_PACK=0` is set.
+float32 weight on the CPU, in a torch built with oneDNN, in a model of at most 2 GiB of weights
+(`model_packing`), unless `SPECDEC_LAB_PACK=0` is set (=1 lifts the size limit).
 The two paths sum in different orders, so they agree to rounding, not bit for bit
 (tests/test_lean.py, and notebook 05 §4c on SmolLM2).
 """
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 PACK_ROWS = 8  # the batch oneDNN chooses the packed layout for: a verify forward's k is about this
+PACK_MAX_BYTES = 2 * 2**30  # the copy doubles the weights' memory: larger models pack only if told
 
 
 class Linear:
@@ -48,6 +50,16 @@ class Linear:
         rows = x.reshape(-1, x.shape[-1])  # (k, d_in): the packed kernel takes a matrix
         y = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
         return y.view(*x.shape[:-1], -1)
+
+
+def model_packing(weight_bytes: int) -> bool | None:
+    """The default `packed` of a model with `weight_bytes` of weights: None (each weight as
+    `can_pack` says) up to PACK_MAX_BYTES, False above it, since a laptop may not hold a second
+    copy of a large model. SPECDEC_LAB_PACK=1 lifts the size limit; =0 packs nothing."""
+    flag = os.environ.get("SPECDEC_LAB_PACK")
+    if flag == "0":
+        return False
+    return None if flag == "1" or weight_bytes <= PACK_MAX_BYTES else False
 
 
 def can_pack(weight: torch.Tensor) -> bool:

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
-from specdec_lab.engine.linear import Linear
+from specdec_lab.engine.linear import Linear, model_packing
 
 FAMILIES = ("llama", "qwen2", "mistral")
 _ROPE_TYPES = ("default", "linear", "llama3", "yarn")  # static: a table per position suffices
@@ -173,8 +173,9 @@ class Layer:
 class LeanLlama:
     """A Llama-family forward over `model`'s parameters and a preallocated `KVCache`.
 
-    `packed` (None: where `linear.can_pack` says so) gives each projection and the LM head a
-    copy prepacked for oneDNN; False reads the model's own weights alone, with no copy.
+    `packed` (None: where `linear.model_packing` and `linear.can_pack` say so) gives each
+    projection and the LM head a copy prepacked for oneDNN; False reads the model's own weights
+    alone, with no copy.
     """
 
     def __init__(self, model, packed: bool | None = None) -> None:
@@ -193,6 +194,8 @@ class LeanLlama:
         self.norm = decoder.norm.weight  # (d,)
         self.lm_head = model.get_output_embeddings().weight  # (V', d), maybe `embed` itself
         self.rotary = decoder.rotary_emb
+        if packed is None:
+            packed = model_packing(sum(p.numel() * p.element_size() for p in model.parameters()))
         self.packed = packed
 
         def linear(p) -> Linear:
