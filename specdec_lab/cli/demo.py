@@ -23,7 +23,7 @@ import sys
 
 import torch
 
-from specdec_lab import decoding, display, theory
+from specdec_lab import decoding, display
 from specdec_lab.data import MODELS_DIR, load_prompts
 from specdec_lab.decoding import Step
 from specdec_lab.engine import sessions
@@ -220,11 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         out = spec(temperature, args.max_new_tokens, streamer, drafter, gamma)
         print("\n")
         ar = autoregressive(temperature, args.max_new_tokens)
-        expected = None
-        if planned is not None:
-            a, c = planned.alpha[drafter], planned.costs.c[drafter]
-            r = planned.costs.verify_cost
-            expected = theory.speedup(a, gamma, c, r[min(gamma, len(r) - 1)])
+        expected = None if planned is None else planned.expected(drafter, gamma)
         _summary(out, ar, temperature, use_mock, expected, getattr(target, "dtype", None))
     return 0
 

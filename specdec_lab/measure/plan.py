@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import torch
@@ -53,13 +53,24 @@ class Plan:
     costs: Costs
     seconds: float  # what planning took
 
+    def best(self, name: str) -> tuple[int, float]:
+        """(best γ, expected speedup) of candidate `name`: `theory.best_gamma` on its inputs."""
+        return theory.best_gamma(self.alpha[name], self.costs.c[name], self.costs.verify_cost)
+
+    def expected(self, name: str, gamma: int) -> float | None:
+        """The expected speedup of candidate `name` at `gamma`; None beyond the measured r(k)."""
+        r = self.costs.verify_cost
+        if gamma >= len(r):
+            return None
+        return theory.speedup(self.alpha[name], gamma, self.costs.c[name], r[gamma])
+
     def describe(self) -> str:
         """The plan and its inputs, in a few lines."""
         r = " ".join(f"{x:.2f}" for x in self.costs.verify_cost[1:6])
         lines = [f"  t(1) = {self.costs.t1_ms:.1f} ms; r(k) = t(k)/t(1) for k = 2..6: {r}"]
         for name, alpha in self.alpha.items():
             c = self.costs.c[name]
-            gamma, gain = theory.best_gamma(alpha, c, self.costs.verify_cost)
+            gamma, gain = self.best(name)
             lines.append(
                 f"  {name}: α ≈ {alpha:.2f} (probe), c = {c:.3f}"
                 f" -> best γ = {gamma}, expected {gain:.2f}x"
@@ -96,12 +107,17 @@ def make_plan(
         name: probe_alpha(make, ids, temperature, probe_tokens, probe_gamma, vocab_size, seed)
         for name, make in candidates.items()
     }
-    choice, gamma, predicted = None, 0, 1.0
-    for name in candidates:
-        g, gain = theory.best_gamma(alpha[name], costs.c[name], costs.verify_cost)
-        if gain > predicted:
-            choice, gamma, predicted = name, g, gain
-    return Plan(choice, gamma, predicted, alpha, costs, time.perf_counter() - start)
+    plan = Plan(None, 0, 1.0, alpha, costs, 0.0)
+    best = {name: plan.best(name) for name in candidates}
+    choice = max(best, key=lambda name: best[name][1])
+    gamma, predicted = best[choice] if best[choice][1] > 1.0 else (0, 1.0)
+    return replace(
+        plan,
+        drafter=choice if gamma else None,
+        gamma=gamma,
+        predicted=predicted,
+        seconds=time.perf_counter() - start,
+    )
 
 
 def measure_costs(
@@ -166,7 +182,7 @@ def forward_and_step_costs(
     greedy = SamplingConfig(0.0)
     for name, make in candidates.items():
         target, drafter = make()
-        if not isinstance(target, torch.nn.Module):  # a head's session: it reads its hidden states
+        if getattr(drafter, "target", None) is target:  # a head reads its session's hidden states
             target.logits(ids)
         calls["step", name] = partial(drafter.propose, ids, 1, greedy, None)
         crop = getattr(drafter, "crop", None)  # a draft model's cache: feed one token each time
