@@ -14,4 +14,4 @@ if compgen -G ".gpu-wheels/*.whl" >/dev/null; then
   export PYTHONPATH="$PWD/.gpu-site:$PYTHONPATH"
 fi
 "$PY" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
-timeout 570 "$PY" scripts/gpu_check.py "$@"
+timeout "${GPU_CHECK_SECONDS:-570}" "$PY" scripts/gpu_check.py "$@"

@@ -46,6 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--gamma", type=int, default=4, help="draft length for the α report")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--device", default="cpu", help="where the target and head run (cuda: a GPU)"
+    )
+    parser.add_argument(
+        "--online",
+        action="store_true",
+        help="fresh target features for every batch, drawn from the whole tokenized --text "
+        "(for an accelerator; --sequences is then unused)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -53,15 +62,23 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         raise FileNotFoundError(f"training text not found: {', '.join(missing)} (see --text)")
     threads = env.set_cpu_threads(args.threads)
-    target = models.load_model(args.target, device="cpu", dtype=torch.float32)
+    device = torch.device(args.device)
+    if device.type == "cuda":  # TF32 matmuls: float32 features at tensor-core speed
+        torch.backends.cuda.matmul.allow_tf32 = True
+    target = models.load_model(args.target, device=device, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(args.target)
     print(
         f"target {args.target}: {sum(p.numel() for p in target.parameters()) / 1e6:.3g}M "
         f"params, {threads} thread(s), {args.minutes} min budget"
     )
-    sequences = head_training.text_sequences(
-        tokenizer, args.text, args.sequences, args.seq_len, args.seed, args.text_weights
-    )
+    if args.online:
+        stream = head_training.token_stream(tokenizer, args.text, args.text_weights, args.seed)
+        print(f"tokenized --text: {sum(stream.tokens) / 1e6:.1f}M tokens")
+        sequences = stream(min(args.sequences, 20000), args.seq_len)  # for the vocabulary count
+    else:
+        sequences = head_training.text_sequences(
+            tokenizer, args.text, args.sequences, args.seq_len, args.seed, args.text_weights
+        )
     heldout = {  # held-out text of each domain, for the curve's α
         d: head_training.text_sequences(
             tokenizer, [data.CORPUS_DIR / f"{d}_heldout.txt"], 8, args.seq_len, seed=1
@@ -89,21 +106,37 @@ def main(argv: list[str] | None = None) -> int:
         heads.save_head(head, args.out, {"target": str(args.target), "train": log, **earlier})
         print(json.dumps(point), flush=True)
 
-    head, log = head_training.train_head(
-        target,
-        sequences,
-        60 * args.minutes,
-        cfg=cfg,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        seed=args.seed,
-        progress=not args.no_progress,
-        feature_share=args.feature_share,
-        token_ids=token_ids,
-        checkpoint=checkpoint,
-        checkpoint_seconds=60 * args.checkpoint_minutes,
-        init=init,
-    )
+    if args.online:
+        head, log = head_training.train_head_online(
+            target,
+            lambda n: stream(n, args.seq_len),
+            60 * args.minutes,
+            cfg,
+            token_ids,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            seed=args.seed,
+            progress=not args.no_progress,
+            checkpoint=checkpoint,
+            checkpoint_seconds=60 * args.checkpoint_minutes,
+            init=init,
+        )
+    else:
+        head, log = head_training.train_head(
+            target,
+            sequences,
+            60 * args.minutes,
+            cfg=cfg,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            seed=args.seed,
+            progress=not args.no_progress,
+            feature_share=args.feature_share,
+            token_ids=token_ids,
+            checkpoint=checkpoint,
+            checkpoint_seconds=60 * args.checkpoint_minutes,
+            init=init,
+        )
     prompts = [  # the bench's held-out prompts
         models.encode_prompt(tokenizer, p["text"])
         for domain in data.DOMAINS

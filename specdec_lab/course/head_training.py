@@ -145,6 +145,97 @@ def train_head(
         return head.eval(), log
 
 
+def train_head_online(
+    target,
+    windows: Callable[[int], torch.Tensor],
+    seconds: float,
+    cfg: HeadConfig,
+    token_ids: torch.Tensor | None = None,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    unroll: int = 3,
+    seed: int = 0,
+    progress: bool = True,
+    checkpoint: Callable[[DraftHead, dict], None] | None = None,
+    checkpoint_seconds: float = 60.0,
+    init: DraftHead | None = None,
+) -> tuple[DraftHead, dict]:
+    """`train_head` for an accelerator: fresh features for every batch, none kept.
+
+    Where the target's forward is cheap next to the head's step (a GPU), storing features only
+    limits the data; here every step draws `windows(batch_size)` (B, S) token ids, runs the frozen
+    target over them and takes one AdamW step. Same loss, schedule, checkpoints and log as
+    `train_head`, and the log also counts the tokens seen.
+    """
+    start = time.perf_counter()
+    deadline = start + seconds
+    if init is not None:
+        cfg, token_ids = init.cfg, init.token_ids
+    if token_ids is not None:
+        cfg = replace(cfg, draft_vocab=len(token_ids))
+    with _frozen(target):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            head = DraftHead(cfg, token_ids).to(target.device)
+        if init is not None:
+            head.load_state_dict(init.state_dict())
+        lm_head = target.get_output_embeddings().weight.detach().float()
+        table = None if token_ids is None else head.table(lm_head)  # (S', d)
+        opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
+        log: dict = {"steps": 0, "curve": [], "tokens_seen": 0}
+        last_checkpoint, window = start, []
+        bar = tqdm(desc="head steps", disable=not progress)
+        while (now := time.perf_counter()) < deadline:
+            for group in opt.param_groups:  # warm up over 100 steps, then decay to 5%
+                warm = min(1.0, (log["steps"] + 1) / 100)
+                group["lr"] = lr * warm * max(0.05, (deadline - now) / seconds)
+            ids = windows(batch_size).to(target.device)  # (B, S)
+            with torch.no_grad():
+                feats = target.get_decoder()(input_ids=ids).last_hidden_state.float()  # (B, S, d)
+            loss, alphas = head_loss(head, target, feats, ids, unroll, table)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            log["steps"] += 1
+            log["tokens_seen"] += ids.numel()
+            window.append((loss.item(), alphas))
+            bar.update()
+            if checkpoint and time.perf_counter() - last_checkpoint > checkpoint_seconds:
+                _log_point(log, window, [], start, 0.0)
+                checkpoint(head.eval(), log)
+                head.train()
+                last_checkpoint, window = time.perf_counter(), []
+        bar.close()
+        _log_point(log, window, [], start, 0.0)
+        if checkpoint:
+            checkpoint(head.eval(), log)
+        return head.eval(), log
+
+
+def token_stream(tokenizer, paths: list[Path], weights: list[float] | None = None, seed: int = 0):
+    """Each file of `paths` tokenized whole, once; returns `windows(n, length=128)`, which draws
+    n windows (n, length) of consecutive tokens at random places (a file chosen by `weights`)."""
+    streams = []
+    for path in paths:
+        lines = path.read_text(encoding="utf-8", errors="ignore").splitlines(keepends=True)
+        chunks = ["".join(lines[i : i + 64]) for i in range(0, len(lines), 64)]  # batched: parallel
+        ids = tokenizer(chunks, add_special_tokens=False)["input_ids"]
+        streams.append(torch.tensor([t for doc in ids for t in doc], dtype=torch.long))
+    gen = torch.Generator().manual_seed(seed)
+    probs = torch.tensor(weights or [1.0] * len(paths), dtype=torch.float)
+
+    def windows(n: int, length: int = 128) -> torch.Tensor:
+        which = torch.multinomial(probs, n, replacement=True, generator=gen)
+        rows = []
+        for i in which.tolist():
+            at = torch.randint(len(streams[i]) - length, (1,), generator=gen).item()
+            rows.append(streams[i][at : at + length])
+        return torch.stack(rows)  # (n, length)
+
+    windows.tokens = [len(s) for s in streams]
+    return windows
+
+
 @torch.inference_mode()
 def _features(target, row: torch.Tensor) -> torch.Tensor:
     """The target's final normalised hidden states on one sequence (S,): (S, d) float32."""
