@@ -12,19 +12,21 @@ vocab-cost     the loop's own cost per step as the vocabulary grows
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from specdec_lab.cli import bench, demo, fetch, train, train_head, vocab_cost, workshop
 from specdec_lab.models import PairUnavailableError, is_out_of_memory
 
+# Each command's module in specdec_lab.cli, imported only when run: `bench` on a GPU machine
+# without Jupyter must not need the workshop generator's nbformat.
 COMMANDS = {
-    "demo": demo.main,
-    "bench": bench.main,
-    "fetch-smollm2": fetch.main,
-    "train": train.main,
-    "train-head": train_head.main,
-    "workshop": workshop.main,
-    "vocab-cost": vocab_cost.main,
+    "demo": "demo",
+    "bench": "bench",
+    "fetch-smollm2": "fetch",
+    "train": "train",
+    "train-head": "train_head",
+    "workshop": "workshop",
+    "vocab-cost": "vocab_cost",
 }
 
 
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = parser.parse_args(argv[:1]).command, argv[1:]
     try:
-        return COMMANDS[command](rest)
+        return importlib.import_module(f"specdec_lab.cli.{COMMANDS[command]}").main(rest)
     except (FileNotFoundError, ValueError, PairUnavailableError) as err:  # the user can fix these
         print(f"python -m specdec_lab {command}: {err}", file=sys.stderr)
         return 2

@@ -2,6 +2,8 @@
 
 import math
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -17,6 +19,18 @@ from specdec_lab.models import Pair
 def test_help(capsys) -> None:
     assert main(["--help"]) == 0
     assert "demo" in capsys.readouterr().out
+
+
+def test_bench_runs_where_the_workshop_generator_cannot_import() -> None:
+    """A GPU machine has torch and transformers but maybe no Jupyter: `bench` must not import
+    the workshop generator (nbformat), as it did when the entry point imported every command."""
+    code = (
+        "import sys; sys.modules['nbformat'] = None; "  # `import nbformat` now raises
+        "from specdec_lab.__main__ import main; sys.exit(main(['bench', '--help']))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "--dtype" in run.stdout
 
 
 def test_demo_on_mock_models(capsys) -> None:
