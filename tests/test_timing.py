@@ -88,3 +88,37 @@ def test_seconds_are_the_fastest_round(monkeypatch):
     prompts, plan = {"code": [torch.tensor([1])]}, {"code": [None]}
     _, seconds = timing.timed_runs(pair, {}, prompts, plan, 4, 2, 3, lambda: next(ticks))
     assert seconds["code", None].tolist() == [2.0]
+
+
+def test_forward_costs_time_target_verify_and_drafts_in_the_same_rounds(setup, monkeypatch):
+    """c and r come from one set of interleaved rounds: every round times the target's one-token
+    forward, its verification and each draft, in turn (NB04 read c = 0.075 and 0.097 from one
+    pair when they were timed one after the other)."""
+    pair, drafts, _ = setup
+    rounds: list[list] = []
+    real = timing.interleaved
+
+    def spying(calls, repeats, *args, **kwargs):
+        rounds.append(list(calls))
+        return real(calls, repeats, *args, **kwargs)
+
+    monkeypatch.setattr(timing, "interleaved", spying)
+    drafts = drafts | {"itself": pair.target}
+    t1, t_verify, t_draft = timing.forward_costs(pair, drafts, 3, repeats=2)
+    timed = [("target", 1), ("target", 4), (("draft", "small"), 1), (("draft", "itself"), 1)]
+    assert rounds == [timed]  # one call of the harness: one set of rounds
+    assert min(t1, t_verify, *t_draft.values()) > 0
+    assert set(t_draft) == {"small", "itself"}
+
+
+@pytest.mark.parametrize(
+    ("speedup", "said"),
+    [
+        (1.2, "faster than plain decoding"),
+        (1.04, "within noise of 1x"),
+        (0.96, "within noise of 1x"),
+        (0.9, "slower than plain decoding"),
+    ],
+)
+def test_verdict_says_within_noise_near_one(speedup, said):
+    assert timing.verdict(speedup) == said

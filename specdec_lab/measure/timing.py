@@ -135,12 +135,27 @@ def forward_costs(
     """Seconds on `clock` (minimum of `repeats`) of: one target forward over 1 token, one over
     γ + 1 tokens (the verification), and one forward over 1 token of each draft, each on top of
     a KV cache and through the sessions the decoding loops use (`runtime`, the default one
-    unless told), so that c and r are those of the runs they explain."""
-    kw = dict(runtime=runtime, repeats=repeats, clock=clock)
-    t_target_1 = session_latency(pair.target, 1, **kw)
-    t_verify = session_latency(pair.target, gamma + 1, **kw)
-    t_draft_1 = {name: session_latency(m, 1, **kw) for name, m in drafts.items()}
-    return t_target_1, t_verify, t_draft_1
+    unless told), so that c and r are those of the runs they explain. All of them are timed in
+    the same interleaved rounds (`session_sweep`): a burst of load lands on the target and the
+    drafts alike, so that the target timed as its own draft gives c ≈ 1."""
+    opened = {"target": sessions.open_session(pair.target, runtime=runtime)}
+    opened |= {("draft", n): sessions.open_session(m, runtime=runtime) for n, m in drafts.items()}
+    ks = {"target": [1, gamma + 1]} | {("draft", name): [1] for name in drafts}
+    t = session_sweep(opened, ks, repeats, clock=clock)
+    return t["target"][0], t["target"][1], {name: t["draft", name][0] for name in drafts}
+
+
+def verdict(speedup: float, noise: float = 0.05) -> str:
+    """The clock's verdict on a speedup over plain decoding, with a margin for a busy machine:
+    "faster than plain decoding", "slower than plain decoding", or "within noise of 1x" when it
+    is within `noise` of 1.
+
+    >>> verdict(1.2), verdict(0.98), verdict(0.8)
+    ('faster than plain decoding', 'within noise of 1x', 'slower than plain decoding')
+    """
+    if abs(speedup - 1) <= noise:
+        return "within noise of 1x"
+    return "faster than plain decoding" if speedup > 1 else "slower than plain decoding"
 
 
 @dataclass(frozen=True)
@@ -268,30 +283,32 @@ def runtime_sweep(
 
 
 def session_sweep(
-    opened: dict[str, sessions.Session],
-    ks: Sequence[int],
+    opened: dict[Any, sessions.Session],
+    ks: Sequence[int] | dict[Any, Sequence[int]],
     repeats: int = 7,
     prefix: int = 32,
     clock: Callable[[], float] = time.perf_counter,
-) -> dict[str, list[float]]:
+) -> dict[Any, list[float]]:
     """`runtime_sweep` over sessions already open, by name (say one model in two dtypes, or
-    with and without packed weights): {name: [t(k) for k in ks]}, interleaved the same way."""
+    with and without packed weights): {name: [t(k) for k in ks]}, interleaved the same way.
+    `ks` may also give each name its own token counts ({name: ks})."""
+    per_name = ks if isinstance(ks, dict) else dict.fromkeys(opened, ks)
     gen = torch.Generator().manual_seed(0)
     vocab = min(session.vocab_size for session in opened.values())
-    ids = torch.randint(vocab, (prefix + max(ks),), generator=gen)
+    ids = torch.randint(vocab, (prefix + max(max(k) for k in per_name.values()),), generator=gen)
 
     for session in opened.values():
         session.logits(ids[:prefix])
     calls = {
         (name, k): functools.partial(s.logits, ids[: prefix + k])
         for name, s in opened.items()
-        for k in ks
+        for k in per_name[name]
     }
     device = next(iter(opened.values())).device
     best = interleaved(
         calls, repeats, device, clock, before=lambda key: opened[key[0]].crop(prefix)
     )
-    return {name: [best[name, k] for k in ks] for name in opened}
+    return {name: [best[name, k] for k in per_name[name]] for name in opened}
 
 
 def interleaved(
