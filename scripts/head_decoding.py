@@ -61,6 +61,8 @@ def main() -> None:
     costs = plan.measure_costs(pair.target, candidates, prompts[0], vocab_size=pair.vocab_size)
     print(f"c per drafting step: {costs.c}; r(k) = {[round(r, 3) for r in costs.verify_cost]}")
     out: dict = {
+        "dtype": str(pair.dtype).removeprefix("torch."),
+        "repeats": args.repeats,
         "prompts": len(prompts),
         "max_new_tokens": n,
         "c": {name: round(c, 4) for name, c in costs.c.items()},  # the planner's, interleaved

@@ -46,6 +46,7 @@ from specdec_lab.engine.sessions import Session, open_session
 from specdec_lab.sampling import SamplingConfig, draft_token
 
 WEIGHTS, CONFIG = "head.safetensors", "head.json"
+INT8, SCALE = ".int8", ".scale"  # the keys of a weight stored as int8 rows and their scales
 
 
 @dataclass(frozen=True)
@@ -173,13 +174,24 @@ def head_drafter(
 
 
 # ------------------------------------------------------------------------------------ checkpoint
-def save_head(head: DraftHead, out: Path, info: dict) -> Path:
-    """Write the head's weights in float16 (safetensors) and its config + `info` (JSON)."""
+def save_head(head: DraftHead, out: Path, info: dict, int8: bool = False) -> Path:
+    """Write the head's weights in float16 (safetensors) and its config + `info` (JSON).
+
+    `int8=True` stores each weight matrix as int8 with one float32 scale per output row
+    (absmax / 127; `load_head` multiplies back), halving the file: a storage format, the head
+    computes in floating point as before. Vectors (biases, norms) stay float16."""
     out.mkdir(parents=True, exist_ok=True)
-    state = {
-        k: (v if k == "token_ids" else v.detach().half()).contiguous().cpu()
-        for k, v in head.state_dict().items()
-    }
+    state = {}
+    for key, value in head.state_dict().items():
+        value = value.detach().cpu()
+        if key == "token_ids":
+            state[key] = value.contiguous()
+        elif int8 and value.ndim == 2:  # (out, in): one scale per output row
+            scale = value.float().abs().amax(dim=1).clamp_min(1e-12) / 127  # (out,)
+            state[key + INT8] = (value.float() / scale[:, None]).round().to(torch.int8)
+            state[key + SCALE] = scale.contiguous()
+        else:
+            state[key] = value.half().contiguous()
     save_file(state, str(out / WEIGHTS))
     (out / CONFIG).write_text(json.dumps({"config": asdict(head.cfg), **info}, indent=2) + "\n")
     return out / WEIGHTS
@@ -194,9 +206,18 @@ def load_head(path: str | Path, device: torch.device | str = "cpu") -> DraftHead
             f"`python -m specdec_lab train-head --target data/models/target --out {path}`"
         )
     cfg = HeadConfig(**head_info(path)["config"])
-    state = load_file(str(path / WEIGHTS))
+    stored = load_file(str(path / WEIGHTS))
+    state = {}
+    for key, value in stored.items():
+        if key.endswith(SCALE):
+            continue
+        if key.endswith(INT8):  # int8 rows times their scales (save_head's int8=True)
+            name = key.removesuffix(INT8)
+            state[name] = value.float() * stored[name + SCALE][:, None]
+        else:
+            state[key] = value if key == "token_ids" else value.float()
     head = DraftHead(cfg, state.get("token_ids"))
-    head.load_state_dict({k: v if k == "token_ids" else v.float() for k, v in state.items()})
+    head.load_state_dict(state)
     return head.to(device).eval()
 
 

@@ -92,6 +92,25 @@ def test_checkpoint_round_trip_in_float16(trained, tmp_path) -> None:
         heads.load_head(tmp_path / "missing")
 
 
+def test_int8_storage_halves_the_file_and_keeps_each_weight_within_half_a_step(
+    trained, tmp_path
+) -> None:
+    head, _ = trained
+    fp16 = heads.save_head(head, tmp_path / "fp16", {})
+    int8 = heads.save_head(head, tmp_path / "int8", {}, int8=True)
+    assert int8.stat().st_size < 0.65 * fp16.stat().st_size
+    loaded = heads.load_head(tmp_path / "int8")
+    pairs = zip(head.state_dict().items(), loaded.state_dict().items(), strict=True)
+    for (name, w), (_, v) in pairs:
+        if w.ndim == 2:  # int8 rows: within half a quantisation step of the weight
+            step = w.abs().amax(dim=1, keepdim=True) / 127
+            assert ((v - w).abs() <= step / 2 + 1e-6).all(), name
+            assert not torch.equal(v, w.half().float()), name  # not silently stored as fp16
+    h, e = torch.randn(2, 32), torch.randn(2, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(h, e), head(h, e), atol=3e-2, rtol=3e-2)
+
+
 def test_training_continues_a_head_from_its_weights_and_vocabulary(micro, truncated) -> None:
     before = {k: v.clone() for k, v in truncated.state_dict().items()}
     sequences = torch.randint(1, VOCAB, (64, 32), generator=torch.Generator().manual_seed(4))

@@ -1,0 +1,45 @@
+"""The check of notebooks/00_why_decoding_is_memory_bound.ipynb: Exercise 0.1 (the size of a KV
+cache). Its wrong answers: tests/wrong_answers/00_why_decoding_is_memory_bound.py."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from specdec_lab.course.checks.harness import call_answer, refuse_delegation, require_prediction
+from specdec_lab.measure import profiling
+
+# The library function Exercise 0.1 re-implements, captured before any check can patch it.
+_KV_CACHE_BYTES = profiling.kv_cache_bytes
+
+
+KV_CHOICES = ("a thousand", "ten thousand", "a hundred thousand")
+
+
+def exercise_0_1(kv_bytes_per_token: Callable[..., int], shapes: dict, prediction: str) -> float:
+    """Exercise 0.1 against `profiling.kv_cache_bytes` on `shapes` ({name: ModelShape}); then the
+    context length at which Llama-2 7B's fp16 KV cache weighs as much as its weights."""
+    forbidden = {"kv_cache_bytes": (profiling, "kv_cache_bytes")}
+    guard = refuse_delegation("0.1", kv_bytes_per_token, forbidden, "the count")
+    for name, shape in shapes.items():
+        config = shape.config()
+        for width in (2, 4):
+            with guard:
+                got = call_answer("0.1", kv_bytes_per_token, config, width)
+            want = _KV_CACHE_BYTES(config, 1, 1, width)
+            assert got == want, (
+                f"Exercise 0.1: {name} with {width}-byte values stores {want:,} bytes per "
+                f"token, you say {got:,}"
+            )
+    require_prediction("0.1", prediction, KV_CHOICES)
+    config = shapes["Llama-2 7B"].config()
+    weights = 2 * profiling.param_count(config)  # fp16
+    tokens = weights / _KV_CACHE_BYTES(config, 1, 1, 2)
+    nearest = min(KV_CHOICES, key=lambda c: abs(math.log10(tokens) - (3 + KV_CHOICES.index(c))))
+    print(
+        f"Llama-2 7B: {_KV_CACHE_BYTES(config, 1, 1, 2) / 2**20:.2f} MiB of KV cache per token; "
+        f"it outweighs the fp16 weights beyond {tokens:,.0f} tokens: about {nearest}. "
+        f"You predicted {prediction}."
+    )
+    print("Exercise 0.1: correct!")
+    return tokens
