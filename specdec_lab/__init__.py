@@ -19,7 +19,7 @@ is checked by tests/test_layout.py):
                      heads     the EAGLE-style draft head and its drafter
     proof/           how the course proves the algorithm exact: mock models, statistics, the
                      broken samplers the checks must reject
-    display          traces and plots of runs and proofs
+    display/         traces and plots of runs and proofs
     models/          where weights come from: the pairs, the memory guard, tiny stand-ins
     measure/         numbers on this machine: timing, profiling, records, the benchmark
     course/          what produces the course: the exercises' checks, the workshop, training
