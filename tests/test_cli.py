@@ -13,6 +13,7 @@ from specdec_lab import data, decoding, env, models
 from specdec_lab.__main__ import main
 from specdec_lab.data import MODELS_DIR
 from specdec_lab.measure import bench, records
+from specdec_lab.measure.bench_plan import Kind, Method, plan
 from specdec_lab.models import Pair
 
 
@@ -143,15 +144,15 @@ def test_bench_guards_greedy_exactness_in_float32_only(monkeypatch) -> None:
 def test_bench_plan_carries_each_methods_temperature_and_kind() -> None:
     """Methods are data: temperature, γ, runtime and whether a method is ours come from the plan,
     not from its display name; the display names stay the ones the README's table reads."""
-    methods = bench.plan(_tiny_pair(), bench.QUICK)
+    methods = plan(_tiny_pair(), bench.QUICK)
     by_name = {m.name: m for m in methods}
     m = by_name["speculative γ=3 T=0.7 (ours, lean)"]
-    assert (m.kind, m.temperature, m.gamma, m.runtime) == (bench.Kind.SPECULATIVE, 0.7, 3, "lean")
+    assert (m.kind, m.temperature, m.gamma, m.runtime) == (Kind.SPECULATIVE, 0.7, 3, "lean")
     assert by_name["autoregressive (ours, hf)"].temperature == 0.0
-    assert by_name["heuristic γ≤10 T=1 (ours, lean)"].kind is bench.Kind.DRAFTER
+    assert by_name["heuristic γ≤10 T=1 (ours, lean)"].kind is Kind.DRAFTER
     assert not by_name["HF assisted (default schedule)"].ours
     assert all(m.ours == ("(ours" in m.name) for m in methods)
-    trees = [m for m in methods if m.kind is bench.Kind.TREE]  # shaped once the chains ran
+    trees = [m for m in methods if m.kind is Kind.TREE]  # shaped once the chains ran
     assert [t.temperature for t in trees] == [0.0, 1.0] and all(t.branching is None for t in trees)
 
 
@@ -159,7 +160,7 @@ def test_bench_row_takes_its_temperature_from_the_method() -> None:
     """A method named without "T=" still samples, and reports, at its own temperature."""
     pair, ids = _tiny_pair(), torch.tensor([1, 2, 3])
     cfg = bench.BenchConfig(max_new_tokens=8, repeats=1)
-    plain = bench.Method("plain", bench.Kind.AUTOREGRESSIVE, temperature=0.7, runtime="hf")
+    plain = Method("plain", Kind.AUTOREGRESSIVE, temperature=0.7, runtime="hf")
     measured = bench.run_methods([plain], pair, [ids], cfg, progress=False)
     (row,) = bench.derive(measured, pair.dtype, reference="hf")
     assert row.method == "plain" and row.temperature == 0.7 and row.mismatches is None
@@ -167,7 +168,7 @@ def test_bench_row_takes_its_temperature_from_the_method() -> None:
     def decode(temperature: float) -> list[int]:
         gen = torch.Generator().manual_seed(cfg.seed)
         out = decoding.autoregressive_generate(
-            pair.target, ids, 8, temperature, generator=gen, vocab_size=32, runtime="hf"
+            pair.target, ids, 8, temperature=temperature, generator=gen, vocab_size=32, runtime="hf"
         )
         return out.tokens.tolist()
 

@@ -5,7 +5,8 @@
 - `profiling`: roofline accounting, device peaks and a ladder of Llama-shaped models;
 - `records`: benchmark records under `data/results/`;
 - `acceptance`: α on held-out text, for several drafts at once;
-- `bench`: the side-by-side benchmark of every decoding method;
+- `bench`: the side-by-side benchmark of every decoding method, with its plan in `bench_plan`
+  and its tables in `bench_report`;
 - `vocab_cost`: what the loop itself costs per step as the vocabulary grows;
 - `preview`: a first look, one prompt decoded both ways and shown in one screen.
 
