@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lab import theory
+from specdec_lab import heads, theory
 from specdec_lab.measure import records
 from specdec_lab.proof import stats
 
@@ -103,7 +103,7 @@ def test_readme_speed_lines_and_the_speed_table_are_the_records() -> None:
 def test_the_speed_lines_quote_ranges_not_a_best_of(bench_record) -> None:
     figures = load_script("record_figures")
     lines = figures.speed_lines(bench_record)
-    assert len(lines.splitlines()) == 3
+    assert len(lines.splitlines()) == 4  # the fourth: SmolLM2 and its draft head
     t1 = [
         r["speedup"]
         for r in bench_record["results"]["rows"]
@@ -447,68 +447,86 @@ def test_model_card_smollm2_section(training, costs, smollm2_bench) -> None:
     says(CARD, "half the greedy outputs differ")
 
 
-def test_model_card_smollm2_head_section() -> None:
-    decoding = records.load_results(RESULTS / "head-decoding-cpu-smollm2-local.json")
-    costs = records.load_results(RESULTS / "smollm2-costs-cpu-emulated-bf16.json")["results"]
-    assert not decoding["device_info"]["cpu_native_bf16"]  # the card's "no native bfloat16"
-    by_t = decoding["results"]["temperatures"]
+HEAD_RECORDS = {
+    "bfloat16": RESULTS / "head-decoding-cpu-smollm2-local.json",
+    "float32": RESULTS / "head-decoding-cpu-smollm2-local-float32.json",
+}
+
+
+def head_decoding_table(record: dict) -> str:
+    """The model card's table of one `scripts/head_decoding.py` record (rows: drafter x T)."""
+    res = record["results"]
+    by_t = res["temperatures"]
+    gammas = sorted({int(k.split("γ=")[1]) for k in by_t["0"] if "γ=" in k})
+    lines = [
+        f"| {res['dtype']} | " + " | ".join(f"γ = {g}" for g in gammas) + " |",
+        "|---" * (len(gammas) + 1) + "|",
+    ]
     for temperature, label in (("0", "greedy"), ("1", "T = 1")):
-        rows = by_t[temperature]
         for drafter, name in (("draft head", "head"), ("draft model", "draft model")):
-            best = max(rows[f"{d} γ={g}"]["speedup"] for d in ("draft head",) for g in (1, 2, 3))
             cells = []
-            for g in (1, 2, 3):
-                r = rows[f"{drafter} γ={g}"]
-                speed = f"{half_up(r['speedup'], 2)}x"
-                if drafter == "draft head" and temperature == "0" and r["speedup"] == best:
-                    speed = f"**{speed}**"
-                alpha, per_call = half_up(r["alpha"], 2), half_up(r["tokens_per_target_call"], 2)
-                cells.append(f"{alpha} / {per_call} / {speed}")
-                if temperature == "0":
-                    assert r["greedy_equal"] == "4/4"  # "every greedy output ... 4 of 4"
-            says(
-                CARD,
-                f"| {name}, {label}{': α / tokens per call / speedup' * (name == 'head' and label == 'greedy')} | "
-                + " | ".join(cells)
-                + " |",
-            )
+            for g in gammas:
+                r = by_t[temperature][f"{drafter} γ={g}"]
+                cells.append(
+                    f"{half_up(r['alpha'], 2)} / {half_up(r['tokens_per_target_call'], 2)} / "
+                    f"{half_up(r['speedup'], 2)}x"
+                )
+            lines.append(f"| {name}, {label} | " + " | ".join(cells) + " |")
     ar0, ar1 = (by_t[t]["autoregressive"]["tokens_per_s"] for t in ("0", "1"))
-    says(CARD, f"Autoregressive decoding ran at {ar0:.1f} tok/s greedy and {ar1:.1f} at T = 1.")
-    ks = costs["ks"]
-    for dtype in ("float32", "float32_packed", "bfloat16"):
-        t = dict(zip(ks, costs["dtypes"][dtype]["t_ms"], strict=True))
-        says(CARD, " | " + " | ".join(f"{t[k]:.1f}" for k in (1, 2, 3, 4, 5, 8, 16)) + " |")
-    r = {d: costs["dtypes"][d]["r"] for d in costs["dtypes"]}
+    c = res["c"]
+    lines.append(
+        f"\nAutoregressive decoding: {ar0:.1f} tok/s greedy, {ar1:.1f} at T = 1. The planner's "
+        f"c (a whole drafting step, interleaved with the target's forwards): "
+        f"{c['draft head']:.3f} for the head, {c['draft model']:.3f} for the draft model; "
+        f"r(3) = {res['verify_cost'][2]:.2f}."
+    )
+    return "\n".join(lines)
+
+
+def test_model_card_smollm2_head_section() -> None:
+    recs = {dtype: records.load_results(path) for dtype, path in HEAD_RECORDS.items()}
+    assert recs["bfloat16"]["device_info"]["cpu_native_bf16"]  # the card: "with native bfloat16"
+    for dtype, rec in recs.items():
+        assert rec["results"]["dtype"] == dtype
+        says(CARD, head_decoding_table(rec))
+        if dtype == "float32":  # exact in float32: every greedy output equals plain decoding's
+            rows = rec["results"]["temperatures"]["0"]
+            assert all(r["greedy_equal"] == "4/4" for k, r in rows.items() if "γ=" in k)
+    says(CARD, f"{recs['bfloat16']['device_info']['cpu']} with native bfloat16")
+    held = records.load_results(RESULTS / "head-heldout-cpu-smollm2-local.json")["results"]
+    new, old = held["heads"]["data/models/smollm2-head"], held["heads"][
+        "data/models/smollm2-head@60448de"
+    ]
+    for domain in ("code", "prose"):
+        says(
+            CARD,
+            f"| {domain} | "
+            + " / ".join(half_up(a, 2) for a in new["alpha_t1"][domain])
+            + " | "
+            + " / ".join(half_up(a, 2) for a in old["alpha_t1"][domain])
+            + " |",
+        )
+    info = json.loads((MODELS / "smollm2-head" / "head.json").read_text())
+    assert info["config"] == new["config"] == {
+        "hidden_size": 576,
+        "mlp_size": 2048,
+        "n_blocks": 2,
+        "draft_vocab": 16384,
+    }
+    runs = [info["init_info"]["train"], info["train"]]
+    assert [r["steps"] for r in runs] == [3869, 1869]  # the card's steps and tokens per run
+    assert [round(r["tokens_seen"] / 1e6, 1) for r in runs] == [31.7, 15.3]
+    curve = [p for run in runs for p in run["curve"]]
     says(
         CARD,
-        f"So r(3) fell from {r['float32'][2]:.2f} to {r['float32_packed'][2]:.2f} and r(4) from "
-        f"{r['float32'][3]:.2f} to {r['float32_packed'][3]:.2f}.",
-        f"(r(4) = {r['bfloat16'][3]:.2f})",
+        "| held-out α, code | "
+        + " | ".join(
+            " / ".join(half_up(a, 2) for a in p["heldout_alpha_t1_code"]) for p in curve
+        )
+        + " |",
     )
-    c = decoding["results"]["c"]
-    says(
-        CARD,
-        f"{c['draft head']:.3f} for the head, {c['draft model']:.3f} for the draft model",
-    )
-    head2 = by_t["0"]["draft head γ=2"]
-    unpacked = head2["tokens_per_target_call"] / (r["float32"][2] + 2 * c["draft head"])
-    says(
-        CARD,
-        f"{head2['tokens_per_target_call']:.2f} / ({r['float32'][2]:.2f} + 2 x "
-        f"{c['draft head']:.3f}) = {unpacked:.2f}x",
-    )
-    g, t1 = by_t["0"], by_t["1"]
-    best_g = max((g[f"draft head γ={k}"]["speedup"], k) for k in (1, 2, 3))
-    best_t1 = max((t1[f"draft head γ={k}"]["speedup"], k) for k in (1, 2, 3))
-    says(
-        SPEED,
-        f"(r(3) = {r['float32_packed'][2]:.2f} instead of {r['float32'][2]:.2f})",
-        f"at c = {decoding['results']['c']['draft head']:.3f}.",
-        f"the head gains {half_up(best_g[0], 2)}x greedy (γ = {best_g[1]}) and "
-        f"{half_up(best_t1[0], 2)}x at T = 1 (γ = {best_t1[1]}), where the draft model reaches "
-        f"{half_up(max(g[f'draft model γ={k}']['speedup'] for k in (1, 2, 3)), 2)}x and "
-        f"{half_up(max(t1[f'draft model γ={k}']['speedup'] for k in (1, 2, 3)), 2)}x",
-    )
+    head = heads.load_head(MODELS / "smollm2-head")
+    assert round(sum(p.numel() for p in head.parameters()) / 1e6, 2) == 5.39
 
 
 # ---------------------------------------------------------------------------- the formula sheet

@@ -52,3 +52,12 @@ def test_a_probe_reads_the_acceptance_of_its_own_run(micro) -> None:
     assert plan.probe_alpha(make, IDS, 0.0, 12, 3) == 1.0
     sampled = plan.probe_alpha(make, IDS, 1.0, 24, 3, seed=1)
     assert sampled == 1.0  # p = q exactly: min(1, p/q) accepts every draft at any temperature
+
+
+def test_expected_takes_another_alpha_and_stops_at_the_measured_r(micro) -> None:
+    costs = plan.Costs(verify_cost=(1.0, 1.1, 1.2), c={"d": 0.1}, t1_ms=40.0)
+    p = plan.Plan("d", 1, 1.5, {"d": 0.8}, costs, 0.0)
+    assert p.expected("d", 2) == theory.speedup(0.8, 2, 0.1, 1.2)  # r(γ + 1) = verify_cost[γ]
+    assert p.expected("d", 2, alpha=0.5) == theory.speedup(0.5, 2, 0.1, 1.2)
+    assert p.expected("d", 2, alpha=0.5) < p.expected("d", 2)
+    assert p.expected("d", 3) is None  # r(4) was not measured

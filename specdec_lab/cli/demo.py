@@ -177,35 +177,24 @@ def main(argv: list[str] | None = None) -> int:
     # embedded and mock targets name none, or never write it).
     eos = getattr(getattr(target, "generation_config", None), "eos_token_id", None)
 
-    def spec(temperature, n, on_step=None, drafter="draft model", gamma=4):
-        tgt, dft = (target, draft) if use_mock else candidates[drafter]()
-        return decoding.speculative_generate(
-            tgt,
-            dft,
-            ids,
-            n,
-            gamma,
+    def settings(temperature):  # the same for both decoders, and the same seed
+        return dict(
             temperature=temperature,
             top_k=args.top_k,
             generator=torch.Generator().manual_seed(args.seed),
             vocab_size=vocab_size,
-            on_step=on_step,
             runtime=args.runtime,
             eos_token_id=eos,
         )
 
-    def autoregressive(temperature, n):
-        return decoding.autoregressive_generate(
-            target,
-            ids,
-            n,
-            temperature,
-            args.top_k,
-            generator=torch.Generator().manual_seed(args.seed),
-            vocab_size=vocab_size,
-            runtime=args.runtime,
-            eos_token_id=eos,
+    def spec(temperature, n, on_step=None, drafter="draft model", gamma=4):
+        tgt, dft = (target, draft) if use_mock else candidates[drafter]()
+        return decoding.speculative_generate(
+            tgt, dft, ids, n, gamma, on_step=on_step, **settings(temperature)
         )
+
+    def autoregressive(temperature, n):
+        return decoding.autoregressive_generate(target, ids, n, **settings(temperature))
 
     warm = min(8, args.max_new_tokens)  # untimed: first-call costs would land on one side only
     for name in ["draft model"] if use_mock else candidates:
@@ -236,7 +225,12 @@ def main(argv: list[str] | None = None) -> int:
             out = min(out, spec(temperature, args.max_new_tokens, None, drafter, gamma), key=_secs)
             ar = min(ar, autoregressive(temperature, args.max_new_tokens), key=_secs)
         expected = None if planned is None else planned.expected(drafter, gamma)
+        at_run_alpha = None  # the same formula with the α this run measured: the probe's error
+        if planned is not None and expected is not None:
+            at_run_alpha = planned.expected(drafter, gamma, alpha=out.stats.acceptance_rate)
         _summary(out, ar, temperature, use_mock, expected, getattr(target, "dtype", None))
+        if at_run_alpha is not None:
+            print(f"  (the plan's formula at this run's α: {at_run_alpha:.2f}x)")
     return 0
 
 

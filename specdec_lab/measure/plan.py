@@ -57,12 +57,14 @@ class Plan:
         """(best γ, expected speedup) of candidate `name`: `theory.best_gamma` on its inputs."""
         return theory.best_gamma(self.alpha[name], self.costs.c[name], self.costs.verify_cost)
 
-    def expected(self, name: str, gamma: int) -> float | None:
-        """The expected speedup of candidate `name` at `gamma`; None beyond the measured r(k)."""
+    def expected(self, name: str, gamma: int, alpha: float | None = None) -> float | None:
+        """The expected speedup of candidate `name` at `gamma` (at its probed α, or `alpha`);
+        None beyond the measured r(k)."""
         r = self.costs.verify_cost
         if gamma >= len(r):
             return None
-        return theory.speedup(self.alpha[name], gamma, self.costs.c[name], r[gamma])
+        alpha = self.alpha[name] if alpha is None else alpha
+        return theory.speedup(alpha, gamma, self.costs.c[name], r[gamma])
 
     def describe(self) -> str:
         """The plan and its inputs, in a few lines."""
