@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     def ar(temperature):
         def run(ids, i):
             gen = torch.Generator().manual_seed(i)
-            return decoding.autoregressive_generate(target, ids, n_new, temperature, generator=gen)
+            return decoding.autoregressive_generate(
+                target, ids, n_new, temperature=temperature, generator=gen
+            )
 
         return run
 

@@ -85,7 +85,7 @@ def head_line(default: dict, float32: dict) -> str:
     """The README's line on SmolLM2-135M and its draft head, from its two records."""
     dtype = default["results"].get("dtype", "the default dtype")
     (g0, k0), (g1, k1) = best_head(default, "0"), best_head(default, "1")
-    (f0, j0), (f1, j1) = best_head(float32, "0"), best_head(float32, "1")
+    (f0, _), (f1, _) = best_head(float32, "0"), best_head(float32, "1")
     res, info = default["results"], default["device_info"]
     return (
         f"- **A pretrained target wins too:** SmolLM2-135M with its draft head runs {g0:.2f}x "

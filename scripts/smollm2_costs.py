@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, nargs="+", default=[0.4, 0.6, 0.8])
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--note", help="stored with the record: what else the machine was doing")
+    ap.add_argument("--out", help="the record's path (default: by whether bfloat16 is native)")
     args = ap.parse_args()
     env.set_cpu_threads(1)
     out: dict = {"ks": KS, "note": args.note, "dtypes": {}}
@@ -92,7 +93,7 @@ def main() -> None:
         if env.cpu_native_bf16()
         else "smollm2-costs-cpu-emulated-bf16.json"
     )
-    path = records.save_results(data.RESULTS_DIR / name, out, "cpu")
+    path = records.save_results(args.out or data.RESULTS_DIR / name, out, "cpu")
     print(f"wrote {path}")
 
 

@@ -33,7 +33,12 @@ def repetition(target, tokenizer, temperature: float, generator) -> list[float]:
     for prompt in data.load_prompts("code"):
         ids = models.encode_prompt(tokenizer, prompt["text"])
         run = decoding.autoregressive_generate(
-            target, ids, N_NEW, temperature, generator=generator, vocab_size=len(tokenizer)
+            target,
+            ids,
+            N_NEW,
+            temperature=temperature,
+            generator=generator,
+            vocab_size=len(tokenizer),
         )
         out.append(bench.repeated_ngram_fraction(run.tokens.tolist()))
         print(

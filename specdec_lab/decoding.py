@@ -126,11 +126,11 @@ def autoregressive_generate(
     model,
     input_ids,
     max_new_tokens: int,
+    *,
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
-    *,
     eos_token_id: int | Sequence[int] | None = None,
     vocab_size: int | None = None,
     runtime: str = "auto",
@@ -163,7 +163,7 @@ def autoregressive_generate(
             best, x = logits.max(-1)  # argmax's first-maximum rule; NaN if any score is
             invalid |= torch.isnan(best)
         else:
-            probs = logits_to_probs(logits, temperature, top_k, top_p, check=False)  # (V,)
+            probs = logits_to_probs(logits, cfg, check=False)  # (V,)
             invalid |= ~torch.isfinite(probs.sum())
             x = sample(probs, generator, check=False)
         ids = torch.cat([ids, x[None]])

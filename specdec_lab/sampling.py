@@ -69,13 +69,13 @@ def _check_logits(logits: torch.Tensor) -> None:
 
 def logits_to_probs(
     logits: torch.Tensor,
-    temperature: float = 1.0,
+    cfg: SamplingConfig | float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,
     *,
     check: bool = True,
 ) -> torch.Tensor:
-    """Processed next-token distribution(s).
+    """Processed next-token distribution(s) under `cfg`, or a temperature with `top_k`, `top_p`.
 
     logits: (..., V) raw scores. Returns float32 probabilities of the same shape, each row summing
     to 1. Order of processing: temperature, then top-k, then top-p (as in HF `generate`).
@@ -86,7 +86,10 @@ def logits_to_probs(
     NaN). It costs one small reduction and, on an accelerator, one host sync: a caller that
     validates the probabilities later (the fused checks of `specdec_lab.verify`) may skip it.
     """
-    cfg = SamplingConfig(temperature, top_k, top_p)
+    if not isinstance(cfg, SamplingConfig):  # a temperature: the notebooks' short form
+        cfg = SamplingConfig(cfg, top_k, top_p)
+    elif top_k is not None or top_p is not None:
+        raise TypeError("with a SamplingConfig, top_k and top_p belong inside it")
     _check_logits(logits)
     logits = logits.float()
     if cfg.greedy:
@@ -255,5 +258,5 @@ def draft_token(
     `check=False` skips the NaN check of `logits_to_probs` (for callers that verify q later)."""
     if cfg.greedy:
         return greedy(logits), None
-    q = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p, check=check)  # (V,)
+    q = logits_to_probs(logits, cfg, check=check)  # (V,)
     return sample(q, generator, check=False), q

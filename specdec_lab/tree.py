@@ -163,7 +163,7 @@ def build_tree(
             q = torch.nn.functional.one_hot(kids, vocab).float()  # (W k, V) unused by greedy
             new_parents = [node for node in frontier for _ in range(k)]
         elif widths is not None:  # the whole level at once, on the device
-            probs = logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p, check=False)
+            probs = logits_to_probs(logits, cfg, check=False)  # (W, V)
             kids, q, live = draw_sibling_slots(probs, k, generator)  # (W, k'), (W, k', V)
             k = kids.shape[1]
             kids, q = kids.reshape(-1), q.reshape(width * k, vocab)
@@ -172,7 +172,7 @@ def build_tree(
         else:  # a learner's sampler, node by node (host syncs: for teaching only)
             new_tokens, new_parents, new_q = [], [], []
             for node, row in zip(frontier, logits, strict=True):
-                probs = logits_to_probs(row, cfg.temperature, cfg.top_k, cfg.top_p)  # (V,)
+                probs = logits_to_probs(row, cfg)  # (V,)
                 node_kids, node_q = siblings(probs, k, generator)  # (k',), (k', V)
                 new_tokens.append(node_kids)
                 new_parents += [node] * node_kids.shape[0]
@@ -330,7 +330,7 @@ def _sampled_levels(
     per row (1 + N,) from what is left there (the last residual; p at a leaf, the bonus); the
     four input flags."""
     device, vocab = tokens.device, p_logits.shape[-1]
-    p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p, check=False)
+    p_probs = logits_to_probs(p_logits, cfg, check=False)  # (1 + N, V)
     q_probs = tree.q_probs.to(device)  # (N, V)
     alive = tree.alive.to(device) if tree.alive is not None else None
     choices, left = [], []  # left, per level: (W, V) what each node samples from at the end
@@ -497,10 +497,8 @@ def tree_step(
         if cfg.greedy:
             path, token = tree_greedy(tree, p_logits)
         else:
-            p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p)
-            path, token = tree_sample(
-                tree, p_probs, generator, verify_siblings or multi_draft_sample
-            )
+            rule = verify_siblings or multi_draft_sample
+            path, token = tree_sample(tree, logits_to_probs(p_logits, cfg), generator, rule)
         token = torch.as_tensor(token, device=ids.device)
         accepted = tree.tokens[path]  # (n,)
         branch, node = list(path), path[-1] if path else -1

@@ -76,6 +76,14 @@ def test_library_never_touches_the_global_rng(pair) -> None:
     assert torch.equal(before, torch.get_rng_state())
 
 
+def test_sampling_settings_are_keyword_only(pair) -> None:
+    target, draft = pair
+    with pytest.raises(TypeError, match="positional"):
+        decoding.autoregressive_generate(target, [1], 3, 0.0)  # a temperature by position
+    with pytest.raises(TypeError, match="positional"):
+        decoding.speculative_generate(target, draft, [1], 3, 2, 0.0)
+
+
 def test_same_generator_seed_same_output(pair) -> None:
     target, draft = pair
     a = decoding.speculative_generate(

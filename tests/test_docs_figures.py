@@ -494,9 +494,10 @@ def test_model_card_smollm2_head_section() -> None:
             assert all(r["greedy_equal"] == "4/4" for k, r in rows.items() if "γ=" in k)
     says(CARD, f"{recs['bfloat16']['device_info']['cpu']} with native bfloat16")
     held = records.load_results(RESULTS / "head-heldout-cpu-smollm2-local.json")["results"]
-    new, old = held["heads"]["data/models/smollm2-head"], held["heads"][
-        "data/models/smollm2-head@60448de"
-    ]
+    new, old = (
+        held["heads"]["data/models/smollm2-head"],
+        held["heads"]["data/models/smollm2-head@60448de"],
+    )
     for domain in ("code", "prose"):
         says(
             CARD,
@@ -507,12 +508,16 @@ def test_model_card_smollm2_head_section() -> None:
             + " |",
         )
     info = json.loads((MODELS / "smollm2-head" / "head.json").read_text())
-    assert info["config"] == new["config"] == {
-        "hidden_size": 576,
-        "mlp_size": 2048,
-        "n_blocks": 2,
-        "draft_vocab": 16384,
-    }
+    assert (
+        info["config"]
+        == new["config"]
+        == {
+            "hidden_size": 576,
+            "mlp_size": 2048,
+            "n_blocks": 2,
+            "draft_vocab": 16384,
+        }
+    )
     runs = [info["init_info"]["train"], info["train"]]
     assert [r["steps"] for r in runs] == [3869, 1869]  # the card's steps and tokens per run
     assert [round(r["tokens_seen"] / 1e6, 1) for r in runs] == [31.7, 15.3]
@@ -520,9 +525,7 @@ def test_model_card_smollm2_head_section() -> None:
     says(
         CARD,
         "| held-out α, code | "
-        + " | ".join(
-            " / ".join(half_up(a, 2) for a in p["heldout_alpha_t1_code"]) for p in curve
-        )
+        + " | ".join(" / ".join(half_up(a, 2) for a in p["heldout_alpha_t1_code"]) for p in curve)
         + " |",
     )
     head = heads.load_head(MODELS / "smollm2-head")

@@ -9,7 +9,7 @@ import torch
 from specdec_lab import decoding, drafters, tree, verify
 from specdec_lab.engine.sessions import open_session
 from specdec_lab.proof import broken, mock, stats
-from specdec_lab.sampling import logits_to_probs, sample
+from specdec_lab.sampling import SamplingConfig, logits_to_probs, sample
 
 DELTA = 1e-6
 SETTINGS = {  # (temperature, top_k, top_p)
@@ -31,11 +31,10 @@ def _one_token_outcomes(p, q, n, verifier, generator) -> list[int]:
 
 @pytest.mark.parametrize("setting", list(SETTINGS))
 def test_single_token_law(setting) -> None:
-    temperature, top_k, top_p = SETTINGS[setting]
+    cfg = SamplingConfig(*SETTINGS[setting])
     g = torch.Generator().manual_seed(0)
     logits_p, logits_q = torch.randn(2, 6, generator=g)
-    p = logits_to_probs(logits_p, temperature, top_k, top_p)
-    q = logits_to_probs(logits_q, temperature, top_k, top_p)
+    p, q = logits_to_probs(logits_p, cfg), logits_to_probs(logits_q, cfg)
     n = stats.samples_needed(tol=0.05, delta=DELTA, n_outcomes=6)
     check = stats.check_against_law(
         _one_token_outcomes(p, q, n, verify.rejection_sample, g), p, DELTA

@@ -61,7 +61,7 @@ def test_greedy_is_exact(family) -> None:
     for text in TEXTS:
         ids = pair.encode(text)
         ar = decoding.autoregressive_generate(
-            pair.target, ids, N_NEW, 0, eos_token_id=eos, vocab_size=pair.vocab_size
+            pair.target, ids, N_NEW, temperature=0, eos_token_id=eos, vocab_size=pair.vocab_size
         )
         # generate decodes the same vocabulary once the padded rows are suppressed
         hf = pair.target.generate(
@@ -149,14 +149,15 @@ def test_position_limit_raises_before_any_forward(tmp_path) -> None:
     calls = _count_forwards(pair.target)
     ids = torch.zeros(300, dtype=torch.long)  # 300 + 30 > n_positions = 320
     for generate in (
-        lambda: decoding.autoregressive_generate(pair.target, ids, 30, 0),
+        lambda: decoding.autoregressive_generate(pair.target, ids, 30, temperature=0),
         lambda: decoding.speculative_generate(pair.target, pair.draft, ids, 30, 3, temperature=0),
         lambda: bench.run_bench(pair, [ids], bench.BenchConfig(max_new_tokens=30)),
     ):
         with pytest.raises(ValueError, match=r"300 tokens \+ max_new_tokens=30 needs 329.*320"):
             generate()
     assert calls[0] == 0
-    out = decoding.autoregressive_generate(pair.target, ids, 20, 0)  # 320 positions: allowed
+    # 320 positions: allowed
+    out = decoding.autoregressive_generate(pair.target, ids, 20, temperature=0)
     assert len(out.tokens) == 20
 
 

@@ -82,7 +82,7 @@ def test_tiny_temperature_decodes_greedily(pair, temperature) -> None:
     target, draft = pair
     greedy = _greedy(target)
     g = torch.Generator().manual_seed(0)
-    ar = decoding.autoregressive_generate(target, [1, 2], 30, temperature, generator=g)
+    ar = decoding.autoregressive_generate(target, [1, 2], 30, temperature=temperature, generator=g)
     sd = decoding.speculative_generate(
         target, draft, [1, 2], 30, 4, temperature=temperature, generator=g
     )
@@ -181,11 +181,11 @@ def test_positions_allow_prompt_plus_new_minus_one(short_gpt2) -> None:
     target, draft = short_gpt2
     prompt = torch.arange(10)
     # 10 + 7 tokens, 16 positions fed (the last token is never fed back): allowed, and it runs.
-    ar = decoding.autoregressive_generate(target, prompt, 7, 0)
+    ar = decoding.autoregressive_generate(target, prompt, 7, temperature=0)
     sd = decoding.speculative_generate(target, draft, prompt, 7, 4, temperature=0)
     assert torch.equal(ar.tokens, sd.tokens) and len(ar.tokens) == 7
     with pytest.raises(ValueError, match="10 tokens \\+ max_new_tokens=8 needs 17 positions"):
-        decoding.autoregressive_generate(target, prompt, 8, 0)
+        decoding.autoregressive_generate(target, prompt, 8, temperature=0)
     with pytest.raises(ValueError, match="at most 7 tokens"):
         decoding.speculative_generate(target, draft, prompt, 8, 4, temperature=0)
 
@@ -195,7 +195,7 @@ def test_positions_are_checked_through_sessions_and_drafters(short_gpt2) -> None
     prompt = torch.arange(10)
     session, drafter = open_session(target), drafters.ModelDrafter(open_session(draft))
     for call in (
-        lambda: decoding.autoregressive_generate(session, prompt, 8, 0),
+        lambda: decoding.autoregressive_generate(session, prompt, 8, temperature=0),
         lambda: decoding.speculative_generate(session, draft, prompt, 8, temperature=0),
         lambda: decoding.speculative_generate(target, drafter, prompt, 8, temperature=0),
         lambda: decoding.speculative_generate(
@@ -217,7 +217,9 @@ def test_vocab_size_must_agree_with_an_open_session(pair, short_gpt2) -> None:
         decoding.speculative_generate(
             open_session(short_gpt2[0]), short_gpt2[1], [1], 3, vocab_size=20
         )
-    same = decoding.autoregressive_generate(open_session(target, 8), [1], 3, 0, vocab_size=8)
+    same = decoding.autoregressive_generate(
+        open_session(target, 8), [1], 3, temperature=0, vocab_size=8
+    )
     assert int(same.tokens.max()) < 8
 
 

@@ -18,8 +18,15 @@ def test_temperature_top_k_top_p() -> None:
     # top_p keeps the smallest prefix whose mass reaches top_p: 0.665 + 0.245 >= 0.8
     nucleus = sampling.logits_to_probs(logits, top_p=0.8)
     assert (nucleus > 0).tolist() == [True, True, False, False]
-    hot = sampling.logits_to_probs(logits, temperature=0.5)
+    hot = sampling.logits_to_probs(logits, sampling.SamplingConfig(temperature=0.5))
     torch.testing.assert_close(hot, (logits / 0.5).softmax(-1))
+    # The notebooks' short form (a temperature, top_k and top_p) builds the same SamplingConfig.
+    cfg = sampling.SamplingConfig(0.7, 3, 0.9)
+    assert torch.equal(
+        sampling.logits_to_probs(logits, cfg), sampling.logits_to_probs(logits, 0.7, 3, 0.9)
+    )
+    with pytest.raises(TypeError, match="inside it"):
+        sampling.logits_to_probs(logits, cfg, top_k=2)
 
 
 def test_top_p_always_keeps_the_most_likely_token() -> None:
@@ -29,24 +36,26 @@ def test_top_p_always_keeps_the_most_likely_token() -> None:
 
 def test_temperature_zero_is_one_hot_argmax() -> None:
     probs = sampling.logits_to_probs(
-        torch.tensor([[0.1, 0.9, 0.3], [2.0, 1.0, 0.0]]), temperature=0
+        torch.tensor([[0.1, 0.9, 0.3], [2.0, 1.0, 0.0]]), sampling.SamplingConfig(0.0)
     )
     assert probs.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "settings, message",  # (temperature, top_k, top_p)
     [
-        ({"temperature": -1.0}, "temperature"),
-        ({"temperature": float("nan")}, "temperature"),
-        ({"top_p": 0.0}, "top_p"),
-        ({"top_p": 1.5}, "top_p"),
-        ({"top_k": 0}, "top_k"),
+        ((-1.0,), "temperature"),
+        ((float("nan"),), "temperature"),
+        ((1.0, None, 0.0), "top_p"),
+        ((1.0, None, 1.5), "top_p"),
+        ((1.0, 0), "top_k"),
     ],
 )
-def test_bad_sampling_settings(kwargs, message) -> None:
-    with pytest.raises(ValueError, match=message):
-        sampling.logits_to_probs(torch.zeros(4), **kwargs)
+def test_bad_sampling_settings(settings, message) -> None:
+    with pytest.raises(ValueError, match=message):  # checked once, when they are built
+        sampling.SamplingConfig(*settings)
+    with pytest.raises(ValueError, match=message):  # the short form builds them too
+        sampling.logits_to_probs(torch.zeros(4), *settings)
 
 
 def test_nan_logits_rejected() -> None:
@@ -157,9 +166,9 @@ def test_tiny_temperature_is_greedy(temperature) -> None:
 
 def test_nan_logits_rejected_on_every_path() -> None:
     bad = torch.tensor([[0.0, 1.0], [float("nan"), 0.0]])
-    for kwargs in ({}, {"temperature": 0}, {"top_p": 0.5}, {"top_k": 1}):
+    for cfg in (1.0, 0.0, sampling.SamplingConfig(top_p=0.5), sampling.SamplingConfig(top_k=1)):
         with pytest.raises(ValueError, match="NaN"):
-            sampling.logits_to_probs(bad, **kwargs)
+            sampling.logits_to_probs(bad, cfg)
     with pytest.raises(ValueError, match="NaN or \\+inf"):
         sampling.logits_to_probs(torch.tensor([0.0, float("inf")]))
 

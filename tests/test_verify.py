@@ -143,7 +143,7 @@ def test_greedy_verify() -> None:
 
 def test_greedy_verify_is_rejection_sampling_at_temperature_zero(gen) -> None:
     logits = torch.randn(5, 9, generator=gen)  # (γ+1, V)
-    p = logits_to_probs(logits, temperature=0)
+    p = logits_to_probs(logits, GREEDY)
     drafts = torch.tensor([int(logits[0].argmax()), int(logits[1].argmax()), 0, 0])
     q = torch.nn.functional.one_hot(drafts, 9).float()
     assert verify.rejection_sample(drafts, q, p, gen)[0] == greedy_verify(drafts, logits)[0]

@@ -76,7 +76,7 @@ def verify_on_device(
         no = nan.new_zeros(())
         flags = torch.stack([no, nan, no, no])  # `value_flags`' slots: only p can be bad here
     else:
-        p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p, check=False)
+        p_probs = logits_to_probs(p_logits, cfg, check=False)  # (γ+1, V)
         q_probs = q_probs.to(p_probs.device)  # (γ, V)
         n, token = rejection_sample_on_device(draft_tokens, q_probs, p_probs, generator)
         flags = value_flags(draft_tokens, q_probs, p_probs)  # (4,)
@@ -96,7 +96,7 @@ def teaching_verifier(
     its own host syncs: for teaching and for the tests of the tests, not for speed."""
 
     def verifier(draft_tokens, q_probs, p_logits, cfg, generator=None) -> Verdict:
-        p_probs = logits_to_probs(p_logits, cfg.temperature, cfg.top_k, cfg.top_p)
+        p_probs = logits_to_probs(p_logits, cfg)  # (γ+1, V)
         n, token = rule(draft_tokens, q_probs.to(p_probs.device), p_probs, generator)
         token = torch.as_tensor(token, device=p_logits.device)
         return Verdict(int(n), int(token), draft_tokens.tolist(), token)
