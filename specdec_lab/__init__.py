@@ -3,8 +3,11 @@
 Notation follows Leviathan, Kalman & Matias, "Fast Inference from Transformers via Speculative
 Decoding" (arXiv:2211.17192): p is the target model's distribution, q the draft model's.
 
-The map, in the order a module may import (each room imports only rooms above it; the layering
-is checked by tests/test_layout.py):
+The map: the package's rooms. Each room names, on one line that begins "May import", the rooms
+its modules may import besides each other: a package in its own docstring, the foundation and the
+algorithm (rooms of plain modules) below the map. The map's order is one in which every room
+imports only rooms above it. tests/test_layout.py reads the map and those lines, and checks every
+import inside the package against them.
 
     the foundation   env       where am I: device, seeding, threads, GPU dry run, synchronise
                      data      where the course's files are: prompts, models, results
@@ -13,6 +16,7 @@ is checked by tests/test_layout.py):
     engine/          how a real model runs under the loop: sessions, the lean Llama forward,
                      the on-device verifier, output logits
     the algorithm    verify    THE acceptance rule, as pure functions of probabilities
+                     inputs    the argument checks the loops share
                      drafters  the Drafter protocol: a draft model, prompt lookup, adaptive γ
                      decoding  the loop: one speculative step, autoregressive decoding
                      tree      token trees, verified in one forward
@@ -23,9 +27,10 @@ is checked by tests/test_layout.py):
     models/          where weights come from: the pairs, the memory guard, tiny stand-ins
     measure/         numbers on this machine: timing, profiling, records, the benchmark
     course/          what produces the course: the exercises' checks, the workshop, training
-    cli/             the command-line tools behind `python -m specdec_lab`
+    cli/             the command-line tools that `__main__` (`python -m specdec_lab`) runs
 
-(`inputs` holds the input checks the loops share.)
+    the foundation   May import: nothing; its modules import only each other.
+    the algorithm    May import: the foundation and the engine.
 """
 
 __version__ = "0.1.0"

@@ -7,20 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from specdec_lab.engine.sessions import vocab_size_of
-
-
-def max_positions(model) -> int | None:
-    """The most positions (prompt + generated tokens) `model` takes; None if it sets no limit.
-
-    GPT-2's learned position table has `n_positions` rows: one more position is an IndexError
-    (on CUDA, a device-side assert that kills the process). Rotary models (Llama, Qwen2,
-    GPT-NeoX) compute past `max_position_embeddings` but were never trained there. `model` may
-    also be a session or a drafter wrapping a model (see `underlying_model`).
-    """
-    config = getattr(underlying_model(model), "config", None)
-    limit = getattr(config, "max_position_embeddings", None)  # GPT-2 maps it to n_positions
-    return int(limit) if limit else None
+from specdec_lab.engine.sessions import max_positions, vocab_size_of
 
 
 def underlying_model(obj):
@@ -41,9 +28,10 @@ def check_positions(models: Sequence, prompt_len: int, max_new_tokens: int) -> N
     feeds it: the prompt and all new tokens but the last (which is sampled, never fed back), so
     prompt_len + max_new_tokens − 1 of them. `models` may hold sessions and drafters too."""
     for model in models:
-        limit = max_positions(model)
+        inner = underlying_model(model)
+        limit = max_positions(inner)
         if limit is not None and prompt_len + max_new_tokens - 1 > limit:
-            name = type(underlying_model(model)).__name__
+            name = type(inner).__name__
             raise ValueError(
                 f"a prompt of {prompt_len} tokens + max_new_tokens={max_new_tokens} needs "
                 f"{prompt_len + max_new_tokens - 1} positions (the last new token is never fed "

@@ -1,14 +1,19 @@
-"""The package's rooms and the one direction of its imports, read from the code's own imports.
+"""The package's rooms and what each may import, read from the map and from the rooms' own lines.
 
-A module may import from its own room and from the rooms listed before it, never after; the
-package's modules import each other only at module level (no hidden import inside a function),
-never a private name of another module, and the import graph has no cycle. The order is the map
-in `specdec_lab/__init__.py`.
+The map in `specdec_lab/__init__.py` places every module in a room. Each room names, on its one
+line "May import: ...", the rooms its modules may import besides each other (a package in its
+own docstring; the foundation and the algorithm, rooms of plain modules, below the map). Every
+import inside the package is checked against the importing room's own line: a partial order, so
+`measure` may import `display` while `models`, though listed after `display`, may not. The lines
+must agree with the map's order too (a room names only rooms above it). Besides: the package's
+modules import each other only at module level (no hidden import inside a function), never a
+private name of another module, and the import graph has no cycle.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -16,19 +21,7 @@ import pytest
 import specdec_lab
 
 PACKAGE = Path(specdec_lab.__file__).parent
-
-ROOMS: list[tuple[str, set[str]]] = [
-    ("foundation", {"env", "data", "theory", "sampling"}),
-    ("engine", {"engine"}),
-    ("algorithm", {"verify", "inputs", "drafters", "decoding", "tree", "heads"}),
-    ("proof", {"proof"}),
-    ("display", {"display"}),
-    ("models", {"models"}),
-    ("measure", {"measure"}),
-    ("course", {"course"}),
-    ("cli", {"cli", "__main__"}),
-]
-RANK = {top: rank for rank, (_, tops) in enumerate(ROOMS) for top in tops}
+MAP_DOC = specdec_lab.__doc__
 
 
 def module_name(path: Path) -> str:
@@ -37,12 +30,109 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+TOPS = {name.split(".")[1] for name in MODULES if name != "specdec_lab"}
 
 
-def rank(module: str) -> int | None:
-    """The room of `specdec_lab.<top>...`; None for the package itself."""
+def top(module: str) -> str | None:
+    """`env` for `specdec_lab.env`, `engine` for `specdec_lab.engine.fused`; None for the package."""
     parts = module.split(".")
-    return RANK[parts[1]] if len(parts) > 1 else None
+    return parts[1] if len(parts) > 1 else None
+
+
+def read_map(doc: str) -> dict[str, list[str]]:
+    """Room -> its top-level modules and packages, in the map's order, from the package docstring.
+
+    The map is the first indented block after "The map". A row `name/` is a package room; a row
+    `the <room>   <module>   ...` opens a room of plain modules, and each following row that
+    starts with a module name (then two spaces, in the same column) adds one. `__main__` belongs
+    to the cli room, whose tools it runs.
+    """
+    lines = doc.split("The map", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("    "))
+    rooms: dict[str, list[str]] = {}
+    group = None
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        label, first = line[4:21].strip(), re.match(r"(\w+) {2,}\S", line[21:])
+        if label.endswith("/"):
+            group = None
+            rooms[label[:-1]] = [label[:-1]]
+        elif label:
+            assert label.startswith("the ") and first, f"unreadable row of the map: {line!r}"
+            group = label.removeprefix("the ")
+            rooms[group] = [first[1]]
+        elif group and first:
+            rooms[group].append(first[1])
+    rooms.setdefault("cli", []).append("__main__")
+    return rooms
+
+
+MAP = read_map(MAP_DOC)
+ROOM_OF = {name: room for room, names in MAP.items() for name in names}
+
+LINE = re.compile(r"May import:\s*(.*?)\s*(?:;|\.(?=\s|$))", re.S)
+
+
+def read_line(text: str, rooms: dict[str, list[str]] = MAP) -> set[str]:
+    """The top-level names that the words of a "May import" line allow.
+
+    "the algorithm, the engine and the foundation (`env`, `data`)" allows every module of the
+    algorithm and the engine, and `env` and `data` of the foundation; "everything but `cli`" all
+    but the cli; "nothing" nothing. A room or a single module may be named; a word that is
+    neither (nor "the", "and", "everything", "but") is an error, so a line cannot drift into
+    prose the check would silently misread.
+    """
+    if text.strip() == "nothing":
+        return set()
+    allowed: set[str] = set()
+    last, but = None, False
+    for paren, word in re.findall(r"\(([^)]*)\)|(\w+)", text):
+        if paren:  # `the foundation (`env`, `data`)`: only these modules of the room just named
+            names = set(re.findall(r"\w+", paren))
+            if last is None or but or not names <= set(rooms[last]):
+                raise ValueError(f"{paren!r} must name modules of the room before it, in {text!r}")
+            allowed -= set(rooms[last]) - names
+            continue
+        last = None
+        if word in ("the", "and"):
+            continue
+        if word == "but":
+            but = True
+            continue
+        if word == "everything":
+            names = {name for names in rooms.values() for name in names}
+        elif word in rooms:
+            names, last = set(rooms[word]), word
+        elif any(word in names for names in rooms.values()):
+            names = {word}
+        else:
+            raise ValueError(f"{word!r} is neither a room nor a module of the map, in {text!r}")
+        allowed = allowed - names if but else allowed | names
+    return allowed
+
+
+def docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+
+
+def room_lines() -> dict[str, list[str]]:
+    """Room -> the "May import" lines it states: a package in its docstring, a room of plain
+    modules on its row below the map (`    the <room>   May import: ...`)."""
+    lines = {}
+    for room in MAP:
+        init = PACKAGE / room / "__init__.py"
+        if init.exists():
+            lines[room] = LINE.findall(docstring(init))
+        else:
+            rows = re.findall(rf"^    the {room} +(May import:.*)$", MAP_DOC, re.M)
+            lines[room] = [m for row in rows for m in LINE.findall(row)]
+    return lines
+
+
+def read_rules() -> dict[str, set[str]]:
+    """Room -> the top-level names its own line allows (its own room is always allowed)."""
+    return {room: read_line(found[0]) for room, found in room_lines().items() if found}
 
 
 def package_imports(path: Path) -> list[tuple[str, list[str], bool]]:
@@ -65,36 +155,65 @@ def package_imports(path: Path) -> list[tuple[str, list[str], bool]]:
     return found
 
 
-def edges() -> dict[str, set[str]]:
+def edges(modules: dict[str, Path] = MODULES) -> dict[str, set[str]]:
     """Module -> the package modules it imports (`from pkg import mod` counts as pkg.mod)."""
-    graph: dict[str, set[str]] = {name: set() for name in MODULES}
-    for name, path in MODULES.items():
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
         for module, names, _ in package_imports(path):
             targets = {f"{module}.{n}" for n in names if f"{module}.{n}" in MODULES}
             graph[name] |= targets or {module}
     return graph
 
 
+def violations(graph: dict[str, set[str]], rules: dict[str, set[str]]) -> list[str]:
+    """Every edge of `graph` (module -> modules it imports) that the importer's room's own line
+    does not allow. A room's modules may always import each other; the package itself (its
+    `__init__`) is in no room."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        mine = top(module)
+        if mine is None:
+            continue
+        room = ROOM_OF.get(mine)
+        for target in sorted(targets):
+            theirs = top(target)
+            if theirs is None or ROOM_OF.get(theirs) == room or theirs in rules.get(room, ()):
+                continue
+            found.append(
+                f"{module} ({room}) imports {target} ({ROOM_OF.get(theirs)}), which the {room} "
+                "room's line 'May import: ...' does not name"
+            )
+    return found
+
+
 def test_every_module_lives_in_a_room() -> None:
-    unplaced = [m for m in MODULES if m != "specdec_lab" and m.split(".")[1] not in RANK]
-    assert not unplaced, f"add these to a room in ROOMS and to the map: {unplaced}"
+    unplaced = sorted(TOPS - set(ROOM_OF))
+    assert not unplaced, f"place these in the map in specdec_lab/__init__.py: {unplaced}"
+    unknown = sorted(set(ROOM_OF) - TOPS)
+    assert not unknown, f"the map names modules that do not exist: {unknown}"
+    twice = [name for room, names in MAP.items() for name in names if ROOM_OF[name] != room]
+    assert not twice, f"the map places these in two rooms: {twice}"
 
 
-def test_the_package_docstring_is_the_map() -> None:
-    doc = specdec_lab.__doc__
-    for _, tops in ROOMS:
-        for top in tops - {"__main__", "inputs"}:
-            assert top in doc, f"the map in specdec_lab/__init__.py does not name {top!r}"
+def test_every_room_states_one_line() -> None:
+    for room, found in room_lines().items():
+        assert len(found) == 1, f"the {room} room states {len(found)} 'May import' lines, not one"
+
+
+def test_the_lines_follow_the_order_of_the_map() -> None:
+    """The map's order stays one in which every room imports only rooms above it."""
+    order = list(MAP)
+    for room, allowed in read_rules().items():
+        below = sorted(
+            n for n in allowed if order.index(ROOM_OF[n]) > order.index(room) and n not in MAP[room]
+        )
+        assert not below, f"the {room} room may import {below}, below it in the map: reorder"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_imports_point_down(name: str) -> None:
-    mine = rank(name)
-    for target in edges()[name]:
-        theirs = rank(target)
-        assert theirs is None or mine is None or theirs <= mine, (
-            f"{name} ({ROOMS[mine][0]}) imports {target} ({ROOMS[theirs][0]}), a room above it"
-        )
+def test_imports_follow_the_rooms_lines(name: str) -> None:
+    found = violations({name: edges()[name]}, read_rules())
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -144,8 +263,9 @@ def test_no_import_cycle() -> None:
             visit(node)
 
 
-def test_the_checks_have_power(tmp_path, monkeypatch) -> None:
-    """The layering check rejects a function-level import, a private name and an upward edge."""
+def test_the_checks_have_power(tmp_path) -> None:
+    """The checks reject a function-level import, a private name, and an import that its room's
+    line does not name, even one the map's order alone would let through (models -> display)."""
     bad = tmp_path / "bad.py"
     bad.write_text(
         "from specdec_lab.measure import bench\n"
@@ -159,4 +279,46 @@ def test_the_checks_have_power(tmp_path, monkeypatch) -> None:
         ("specdec_lab", False),
     ]
     assert found[1][1] == ["_secret"]
-    assert rank("specdec_lab.measure.bench") > rank("specdec_lab.verify")
+
+    rules = read_rules()
+    fake = tmp_path / "fake.py"
+    fake.write_text(
+        "from specdec_lab.display import trace\n"
+        "from specdec_lab.engine import sessions\n"
+        "from specdec_lab.models.memory import check_fits\n"
+    )
+    graph = edges({"specdec_lab.models.fake": fake})
+    assert graph == {
+        "specdec_lab.models.fake": {
+            "specdec_lab.display",
+            "specdec_lab.engine.sessions",
+            "specdec_lab.models.memory",
+        }
+    }
+    assert list(MAP).index("display") < list(MAP).index("models")  # the order alone allows it
+    assert violations(graph, rules) == [
+        "specdec_lab.models.fake (models) imports specdec_lab.display (display), which the models "
+        "room's line 'May import: ...' does not name"
+    ]
+    assert violations({"specdec_lab.measure.bench": {"specdec_lab.display.traces"}}, rules) == []
+    assert violations({"specdec_lab.engine.fused": {"specdec_lab.theory"}}, rules)  # (env, ...)
+    assert violations({"specdec_lab.env": {"specdec_lab.engine.sessions"}}, rules)  # nothing
+
+
+def test_the_lines_are_read_word_for_word() -> None:
+    algorithm = set(MAP["algorithm"])
+    assert "inputs" in algorithm and "verify" in algorithm
+    assert read_line("the algorithm, the engine and the foundation (`env`, `data`)") == (
+        algorithm | {"engine", "env", "data"}
+    )
+    assert read_line("everything but `cli`") == set(ROOM_OF) - {"cli", "__main__"}
+    assert read_line("nothing") == set()
+    assert read_line("`proof`, `display` and `models`") == {"proof", "display", "models"}
+    with pytest.raises(ValueError, match="neither a room nor a module"):
+        read_line("the algorithm and everything below it")
+    with pytest.raises(ValueError, match="modules of the room"):
+        read_line("the engine (`env`)")
+    assert LINE.findall("May import: the engine; nothing above it.") == ["the engine"]
+    assert LINE.findall("May import: the algorithm, the engine and\nthe foundation.\n") == [
+        "the algorithm, the engine and\nthe foundation"
+    ]

@@ -20,6 +20,9 @@ importing `display` (say, for a terminal trace) does not load it.
 
 Nothing here changes a result or draws random numbers. (`measure.preview.first_look` runs a pair
 and shows it with `trace`.) Every public name is here: use `display.trace`, `display.plot_step`.
+
+May import: the foundation, the engine, the algorithm and `proof`; nothing that loads weights,
+measures or teaches.
 """
 
 from specdec_lab.display.charts import (

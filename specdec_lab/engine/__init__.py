@@ -7,5 +7,6 @@
   its one host sync;
 - `logits`: the logits a family's forward computes from its hidden states.
 
-May import: the foundation (`env`, `data`, `sampling`) and transformers; nothing above it.
+May import: the foundation (`env`, `data`, `sampling`); nothing above it (outside the package:
+torch and transformers).
 """

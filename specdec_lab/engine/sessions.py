@@ -429,6 +429,19 @@ def vocab_size_of(model) -> int:
     )
 
 
+def max_positions(model) -> int | None:
+    """The most positions (prompt + generated tokens) `model` takes; None if it sets no limit.
+
+    GPT-2's learned position table has `n_positions` rows: one more position is an IndexError
+    (on CUDA, a device-side assert that kills the process). Rotary models (Llama, Qwen2,
+    GPT-NeoX) compute past `max_position_embeddings` but were never trained there. A mock model,
+    or anything without a `config`, sets no limit.
+    """
+    config = getattr(model, "config", None)
+    limit = getattr(config, "max_position_embeddings", None)  # GPT-2 maps it to n_positions
+    return int(limit) if limit else None
+
+
 def open_session(
     model, vocab_size: int | None = None, runtime: str = "auto", keep_hidden: bool = False
 ) -> Session:

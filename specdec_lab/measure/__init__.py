@@ -10,5 +10,6 @@
 - `vocab_cost`: what the loop itself costs per step as the vocabulary grows;
 - `preview`: a first look, one prompt decoded both ways and shown in one screen.
 
-May import: models and everything below it; nothing that teaches or parses arguments.
+May import: the foundation, the engine, the algorithm, `proof`, `display` and `models`; nothing
+that teaches or parses arguments.
 """

@@ -25,8 +25,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from specdec_lab import env
 from specdec_lab.data import MODELS_DIR
-from specdec_lab.engine.sessions import runtime_of, vocab_size_of
-from specdec_lab.inputs import max_positions
+from specdec_lab.engine.sessions import max_positions, runtime_of, vocab_size_of
 from specdec_lab.models import smollm2
 from specdec_lab.models.errors import (
     HubUnavailableError,
