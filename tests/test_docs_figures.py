@@ -564,3 +564,17 @@ def test_formula_sheet_examples_are_the_packages() -> None:
         for g in range(1, 20):
             rises = theory.speedup(alpha, g + 1, c) > theory.speedup(alpha, g, c)
             assert rises == (alpha ** (g + 1) / c > theory.speedup(alpha, g, c))
+
+
+def test_readme_minutes_are_the_notebook_record() -> None:
+    """README "What needs a GPU": the course's run time, from `scripts/notebook_minutes.py`."""
+    rec = records.load_results(RESULTS / "notebook-minutes-cpu.json")
+    notebooks, total = rec["results"]["notebooks"], rec["results"]["total"]
+    assert len(notebooks) == 8  # 00-07, every one
+    cpu = [r["cpu_s"] for r in notebooks.values()]
+    says(
+        ROOT / "README.md",
+        f"notebooks 00-07 took {total['cpu_s'] / 60:.1f} minutes of CPU time\n"
+        f"({total['wall_s'] / 60:.1f} of wall time) in fresh kernels on one core of a 2-core "
+        f"{rec['device_info']['cpu']}, {min(cpu):.0f}-{max(cpu):.0f} s each",
+    )
