@@ -530,6 +530,14 @@ def test_model_card_smollm2_head_section() -> None:
     )
     head = heads.load_head(MODELS / "smollm2-head")
     assert round(sum(p.numel() for p in head.parameters()) / 1e6, 2) == 5.39
+    sweep = records.load_results(RESULTS / "smollm2-costs-cpu-v5.json")["results"]["dtypes"]
+    r = {d: sweep[d]["r"] for d in ("float32", "float32_packed", "bfloat16")}
+    says(
+        CARD,
+        f"r(3) = {r['float32'][2]:.2f} through `F.linear` (MKL), {r['float32_packed'][2]:.2f} "
+        f"packed and {r['bfloat16'][2]:.2f} in bfloat16; r(16) = {r['float32'][15]:.2f}, "
+        f"{r['float32_packed'][15]:.2f} and {r['bfloat16'][15]:.2f}.",
+    )
 
 
 # ---------------------------------------------------------------------------- the formula sheet
