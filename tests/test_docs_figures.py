@@ -534,9 +534,10 @@ def test_model_card_smollm2_head_section() -> None:
     r = {d: sweep[d]["r"] for d in ("float32", "float32_packed", "bfloat16")}
     says(
         CARD,
-        f"r(3) = {r['float32'][2]:.2f} through `F.linear` (MKL), {r['float32_packed'][2]:.2f} "
-        f"packed and {r['bfloat16'][2]:.2f} in bfloat16; r(16) = {r['float32'][15]:.2f}, "
-        f"{r['float32_packed'][15]:.2f} and {r['bfloat16'][15]:.2f}.",
+        f"r(3) = {half_up(r['float32'][2], 2)} through `F.linear` (MKL), "
+        f"{half_up(r['float32_packed'][2], 2)} packed and {half_up(r['bfloat16'][2], 2)} in "
+        f"bfloat16; r(16) = {half_up(r['float32'][15], 2)}, {half_up(r['float32_packed'][15], 2)} "
+        f"and {half_up(r['bfloat16'][15], 2)}.",
     )
 
 
