@@ -174,3 +174,43 @@ def test_truncated_head_is_exact_and_drafts_only_its_tokens(micro, truncated, tm
     assert torch.equal(loaded.token_ids, TRUNCATED)
     with pytest.raises(ValueError, match="token_ids"):
         heads.DraftHead(heads.HeadConfig(32, draft_vocab=4))
+
+
+def test_online_training_draws_fresh_windows_and_raises_acceptance(micro) -> None:
+    """train_head_online (train-head --online): fresh target features for every batch, drawn
+    by `windows(n)`, with train_head's loss and schedule."""
+    drawn: list[torch.Size] = []
+    sequences = torch.randint(1, VOCAB, (64, 32), generator=torch.Generator().manual_seed(3))
+    gen = torch.Generator().manual_seed(0)
+
+    def windows(n: int) -> torch.Tensor:
+        rows = sequences[torch.randint(len(sequences), (n,), generator=gen)]
+        drawn.append(rows.shape)
+        return rows
+
+    cfg = heads.HeadConfig(32, mlp_size=64)
+    head, log = head_training.train_head_online(
+        micro, windows, 6, cfg, batch_size=4, lr=3e-3, progress=False
+    )
+    assert log["steps"] > 10 and log["tokens_seen"] == 4 * 32 * log["steps"]
+    assert drawn and set(drawn) == {torch.Size([4, 32])}  # a fresh batch every step
+    assert all(p.requires_grad for p in micro.parameters())  # the target is left as it was
+    before, _ = head_training.measure_head(micro, _untrained(micro), PROMPTS, 24, 3)
+    after, exact = head_training.measure_head(micro, head, PROMPTS, 24, 3)
+    assert exact and after.acceptance_rate > before.acceptance_rate + 0.3, (before, after)
+
+
+def test_token_stream_windows_are_consecutive_tokens_of_the_text(tmp_path) -> None:
+    class Chars:  # a tokenizer: one id per character
+        def __call__(self, texts, add_special_tokens=False):
+            return {"input_ids": [[ord(c) for c in t] for t in texts]}
+
+    text = tmp_path / "a.txt"
+    body = "".join(chr(65 + i % 26) for i in range(5000))
+    text.write_text(body)
+    windows = head_training.token_stream(Chars(), [text], seed=0)
+    assert windows.tokens == [5000]
+    batch = windows(8, 16)
+    assert batch.shape == (8, 16)
+    for row in batch.tolist():
+        assert "".join(map(chr, row)) in body  # a window of the text, in order

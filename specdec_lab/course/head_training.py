@@ -94,19 +94,8 @@ def train_head(
     start = time.perf_counter()
     deadline = start + seconds
     cfg = cfg or HeadConfig(target.config.hidden_size)
-    if init is not None:
-        cfg, token_ids = init.cfg, init.token_ids
-    if token_ids is not None:
-        cfg = replace(cfg, draft_vocab=len(token_ids))
     with _frozen(target):
-        with torch.random.fork_rng(devices=[]):  # seed the weights, not the global RNG
-            torch.manual_seed(seed)
-            head = DraftHead(cfg, token_ids).to(target.device)
-        if init is not None:
-            head.load_state_dict(init.state_dict())
-        lm_head = target.get_output_embeddings().weight.detach().float()
-        table = None if token_ids is None else head.table(lm_head)  # (S', d)
-        opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
+        head, table, opt = _new_head(target, cfg, token_ids, init, seed, lr)
         rng, rows = random.Random(seed), iter(sequences)
         feats, ids, curve, collect_s = [], [], [], 0.0
         log = {"steps": 0, "curve": curve}
@@ -169,19 +158,8 @@ def train_head_online(
     """
     start = time.perf_counter()
     deadline = start + seconds
-    if init is not None:
-        cfg, token_ids = init.cfg, init.token_ids
-    if token_ids is not None:
-        cfg = replace(cfg, draft_vocab=len(token_ids))
     with _frozen(target):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            head = DraftHead(cfg, token_ids).to(target.device)
-        if init is not None:
-            head.load_state_dict(init.state_dict())
-        lm_head = target.get_output_embeddings().weight.detach().float()
-        table = None if token_ids is None else head.table(lm_head)  # (S', d)
-        opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
+        head, table, opt = _new_head(target, cfg, token_ids, init, seed, lr)
         log: dict = {"steps": 0, "curve": [], "tokens_seen": 0}
         last_checkpoint, window = start, []
         bar = tqdm(desc="head steps", disable=not progress)
@@ -234,6 +212,23 @@ def token_stream(tokenizer, paths: list[Path], weights: list[float] | None = Non
 
     windows.tokens = [len(s) for s in streams]
     return windows
+
+
+def _new_head(target, cfg: HeadConfig, token_ids, init: DraftHead | None, seed: int, lr: float):
+    """(head on the target's device, its LM-head table or None, its AdamW): a fresh head seeded
+    with `seed`, or a copy of `init` (whose config and vocabulary win)."""
+    if init is not None:
+        cfg, token_ids = init.cfg, init.token_ids
+    if token_ids is not None:
+        cfg = replace(cfg, draft_vocab=len(token_ids))
+    with torch.random.fork_rng(devices=[]):  # seed the weights, not the global RNG
+        torch.manual_seed(seed)
+        head = DraftHead(cfg, token_ids).to(target.device)
+    if init is not None:
+        head.load_state_dict(init.state_dict())
+    lm_head = target.get_output_embeddings().weight.detach().float()
+    table = None if token_ids is None else head.table(lm_head)  # (S', d)
+    return head, table, torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.0)
 
 
 @torch.inference_mode()
