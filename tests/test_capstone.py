@@ -187,25 +187,75 @@ def test_exercise_7_2_passes_the_reference_plan_and_fails_on_wrong_ones() -> Non
         capstone.exercise_7_2(lambda *a: {"gamma": 3}, 0.75, 0.03, 0.06, CURVE)
 
 
-def good_report() -> dict:
-    stats = stats_of([4, 1, 0, 2, 4, 3, 1, 4], [4] * 8)
-    a = stats.acceptance_rate
-    se = math.sqrt(a * (1 - a) / stats.trials)
-    plan = capstone.best_plan(a, se, 0.06, CURVE)
+PROMPTS = [[4, 1, 0, 2], [4, 3, 1, 4], [0, 1, 0, 0]]  # accepted per step, γ = 4, three prompts
+
+
+def good_report(plain=(1.0, 1.2, 0.9), spec=(0.6, 0.9, 0.5)) -> dict:
+    per_prompt = [stats_of(accepted, [4] * len(accepted)) for accepted in PROMPTS]
+    a = decoding.GenerationStats.merge(per_prompt).acceptance_rate
+    plan = capstone.best_plan(a, capstone.prompt_se(per_prompt), 0.06, CURVE)
     return capstone.report(
-        "embedded", stats, 0.06, CURVE, plan, [1.0, 1.2, 0.9], [0.6, 0.9, 0.5], 3, "cpu"
+        "embedded", per_prompt, 0.06, CURVE, plan, list(plain), list(spec), 3, "cpu", 1.0
     )
 
 
 def test_a_report_from_its_measurements_checks() -> None:
     rep = good_report()
     summary = capstone.check_report(rep)
-    assert rep["measured_low"] == min(rep["measured_per_prompt"]) == pytest.approx(1.2 / 0.9)
-    assert rep["measured_high"] == pytest.approx(0.9 / 0.5)
+    # α̂ pooled over the prompts: 7 of 10, 12 of 14, 1 of 5 examined (min(n + 1, γ) a step).
+    assert (rep["prompt_accepted"], rep["prompt_examined"]) == ([7, 12, 1], [10, 14, 5])
+    assert rep["alpha"] == pytest.approx(20 / 29)
+    assert rep["alpha_se"] == pytest.approx(capstone.cluster_se([7, 12, 1], [10, 14, 5]))
+    assert rep["alpha_se"] > 1.5 * rep["alpha_se_binomial"]  # prompts this different: wider
     assert rep["measured_pooled"] == pytest.approx(3.1 / 2.0)
-    assert "embedded on cpu" in summary and "over 3 prompts" in summary
+    assert rep["measured_per_prompt"] == pytest.approx([1.0 / 0.6, 1.2 / 0.9, 0.9 / 0.5])
+    g, r = rep["gamma"], CURVE[rep["gamma"]]
+    assert rep["predicted_per_prompt"] == pytest.approx(
+        [theory.speedup(a / e, g, 0.06, r) for a, e in ([7, 10], [12, 14], [1, 5])]
+    )
+    assert "measured_low" not in rep  # the min–max spread is no longer the comparison
+    assert rep["verdict"] == "inside" and "inside the predicted interval" in summary
+    assert "embedded on cpu, T = 1" in summary and "over 3 prompts" in summary
+    assert "SE across 3 prompts, used" in summary
+    table = capstone.per_prompt_table(rep).splitlines()
+    assert len(table) == 1 + 3 + 1 and table[-1].split()[0] == "pooled"
     with pytest.raises(ValueError, match="one time per prompt"):
-        capstone.report("x", stats_of([1], [1]), 0.1, CURVE, rep, [1.0], [1.0], 3, "cpu")
+        capstone.report("x", [stats_of([1], [1])], 0.1, CURVE, rep, [1.0], [1.0], 3, "cpu")
+    with pytest.raises(ValueError, match="one GenerationStats per prompt"):
+        capstone.report("x", [stats_of([1], [1])], 0.1, CURVE, rep, [1.0, 1], [1.0, 1], 3, "cpu")
+
+
+def test_the_verdict_places_the_pooled_speedup_against_the_predicted_interval() -> None:
+    assert capstone.verdict(1.5, 1.2, 2.0) == "inside"
+    assert capstone.verdict(1.2, 1.2, 2.0) == "inside"  # the ends belong to the interval
+    assert capstone.verdict(1.1, 1.2, 2.0) == "below"
+    assert capstone.verdict(2.1, 1.2, 2.0) == "above"
+    low, high = good_report()["predicted_low"], good_report()["predicted_high"]
+    slow = good_report(spec=(5.0, 5.0, 5.0))  # speculation far slower than plain decoding
+    fast = good_report(spec=(0.01, 0.01, 0.01))
+    assert slow["verdict"] == "below" and slow["measured_pooled"] < low
+    assert fast["verdict"] == "above" and fast["measured_pooled"] > high
+    for rep in (slow, fast):
+        assert rep["verdict"] in capstone.check_report(rep)
+
+
+def test_per_prompt_predictions_rise_with_each_prompts_alpha() -> None:
+    rep = good_report()
+    alphas = [a / e for a, e in zip(rep["prompt_accepted"], rep["prompt_examined"], strict=True)]
+    order = sorted(range(len(alphas)), key=alphas.__getitem__)
+    predicted = [rep["predicted_per_prompt"][i] for i in order]
+    assert predicted == sorted(predicted) and predicted[0] < predicted[-1]
+    # The pooled prediction lies among the prompts' own.
+    assert predicted[0] < rep["predicted"] < predicted[-1]
+
+
+def test_cluster_se_is_prompt_se_and_needs_matching_counts() -> None:
+    per_prompt = [stats_of(accepted, [4] * len(accepted)) for accepted in PROMPTS]
+    assert capstone.prompt_se(per_prompt) == pytest.approx(
+        capstone.cluster_se([7, 12, 1], [10, 14, 5])
+    )
+    with pytest.raises(ValueError, match="one count per prompt"):
+        capstone.cluster_se([1, 2], [3])
 
 
 def edited(**changes) -> dict:
@@ -214,23 +264,51 @@ def edited(**changes) -> dict:
     return rep
 
 
+def binomial_report() -> dict:
+    """The plausible wrong report: the range from the binomial SE, which that SE also reports."""
+    rep = good_report()
+    narrow = capstone.best_plan(rep["alpha"], rep["alpha_se_binomial"], rep["c"], CURVE)
+    rep |= {k: narrow[k] for k in capstone.PLAN_KEYS} | {"alpha_se": rep["alpha_se_binomial"]}
+    return rep
+
+
+def test_check_report_refuses_the_binomial_standard_error() -> None:
+    with pytest.raises(capstone.ReportError, match="binomial SE.*across prompts"):
+        capstone.check_report(binomial_report())
+    # With the SE right but the interval still from the binomial SE, the interval is named.
+    rep = binomial_report()
+    rep["alpha_se"] = good_report()["alpha_se"]
+    with pytest.raises(capstone.ReportError, match="predicted_low.*binomial"):
+        capstone.check_report(rep)
+
+
 @pytest.mark.parametrize(
     "label, changes, says",
     [
-        ("a best-of instead of the range", {"measured_low": 1.8}, "not a best-of"),
         ("the best prompt as the pooled speedup", {"measured_pooled": 1.8}, "pooled"),
+        ("the mean of per-prompt speedups as pooled", {"measured_pooled": 1.6}, "pooled"),
         ("α̂ from another count", {"alpha": 0.9}, "accepted / examined"),
-        ("the standard error of another n", {"alpha_se": 0.01}, "standard error"),
+        ("pooled counts not the prompts' sums", {"accepted": 21}, "sums over the prompts"),
+        ("the standard error of another n", {"alpha_se": 0.01}, "across prompts"),
+        ("a wrong binomial SE", {"alpha_se_binomial": 0.5}, "binomial standard error"),
         ("a γ that is not the best", {"gamma": 1}, "best γ"),
         ("a prediction that does not follow", {"predicted": 2.5}, "predicted"),
         ("a range of ± 1 SE", {"predicted_high": 2.0}, "predicted_high"),
+        ("a verdict against the numbers", {"verdict": "below"}, "lies inside"),
+        ("the verdict of a min–max overlap", {"verdict": "overlap"}, "lies inside"),
         (
             "a per-prompt speedup upside down",
             {"measured_per_prompt": [0.6, 0.75, 0.55]},
             "prompt 0",
         ),
+        (
+            "per-prompt predictions all the pooled one",
+            {"predicted_per_prompt": [2.0, 2.0, 2.0]},
+            "its own α̂",
+        ),
         ("a curve not relative to one token", {"verify_curve": [2.0, *CURVE[1:]]}, "verify_curve"),
-        ("one prompt only", {"plain_seconds": [1.0], "spec_seconds": [0.6]}, "one time per prompt"),
+        ("one prompt only", {"prompt_accepted": [7], "prompt_examined": [10]}, "at least two"),
+        ("times for other prompts", {"plain_seconds": [1.0, 2.0]}, "one time per prompt"),
     ],
 )
 def test_check_report_refuses_numbers_that_do_not_add_up(label: str, changes, says) -> None:

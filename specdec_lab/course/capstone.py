@@ -19,9 +19,12 @@ including those after the first rejection, which nobody examined. Exercise 7.1 d
 vLLM's counters.
 
 The capstone (Exercise 7.2 and `check_report`): a pair of the learner's choosing, α̂ on their own
-prompts, c and the verification curve on their device, the best γ and its predicted speedup with
-a range, then the clock. `report` assembles the numbers; `check_report` validates the arithmetic
-a report claims, so a report edited by hand (or copied from another machine) is checked too.
+prompts with its standard error across prompts (`prompt_se`; the binomial SE assumes independent
+drafts), c and the verification curve on their device, the best γ and its predicted speedup with
+an interval, then the clock: the pooled measured speedup inside, above or below that interval
+(`verdict`), and each prompt's measured speedup beside the one its own α̂ predicts. `report`
+assembles the numbers; `check_report` validates the arithmetic a report claims, so a report
+edited by hand (or copied from another machine) is checked too.
 
 p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192).
 """
@@ -348,25 +351,43 @@ def exercise_7_2(
 def binomial_se(alpha: float, trials: int) -> float:
     """The standard error of α̂ = accepted / trials, were every examined draft an independent coin
     with one α. Drafts in one step or one prompt are correlated and α varies by prompt, so this
-    is a lower bound on the real uncertainty (`prompt_se` is the rougher, honest one)."""
+    understates the real uncertainty (`prompt_se` is the one the capstone's range uses)."""
     return math.sqrt(alpha * (1 - alpha) / trials)
 
 
-def prompt_se(per_prompt: Sequence[decoding.GenerationStats]) -> float:
-    """The standard error of the pooled α̂ with each prompt as one unit (the cluster standard error
-    of a ratio: no independence assumed within a prompt). NaN with fewer than two prompts."""
-    n = len(per_prompt)
-    pooled = decoding.GenerationStats.merge(list(per_prompt))
-    if n < 2 or pooled.trials == 0:
+def cluster_se(accepted: Sequence[int], examined: Sequence[int]) -> float:
+    """The standard error of the pooled α̂ = Σ accepted / Σ examined with each prompt (entry) as
+    one unit: the cluster standard error of a ratio, no independence assumed within a prompt.
+    NaN with fewer than two prompts."""
+    n, total = len(accepted), sum(examined)
+    if n != len(examined):
+        raise ValueError("accepted and examined: one count per prompt each")
+    if n < 2 or total == 0:
         return math.nan
-    alpha = pooled.acceptance_rate
-    gaps = [sum(s.accepted) - alpha * s.trials for s in per_prompt]  # one residual per prompt
-    return math.sqrt(n / (n - 1) * sum(g * g for g in gaps)) / pooled.trials
+    alpha = sum(accepted) / total
+    gaps = [a - alpha * e for a, e in zip(accepted, examined, strict=True)]  # one per prompt
+    return math.sqrt(n / (n - 1) * sum(g * g for g in gaps)) / total
+
+
+def prompt_se(per_prompt: Sequence[decoding.GenerationStats]) -> float:
+    """`cluster_se` of the statistics of one generation per prompt (the SE across prompts)."""
+    return cluster_se([sum(s.accepted) for s in per_prompt], [s.trials for s in per_prompt])
+
+
+VERDICTS = ("below", "inside", "above")
+
+
+def verdict(measured: float, low: float, high: float) -> str:
+    """Where a measured speedup lies against the predicted interval [low, high]: "inside",
+    "above" or "below" it."""
+    if measured < low:
+        return "below"
+    return "above" if measured > high else "inside"
 
 
 def report(
     pair: str,
-    stats: decoding.GenerationStats,
+    per_prompt: Sequence[decoding.GenerationStats],
     c: float,
     curve: Sequence[float],
     plan: dict[str, Any],
@@ -374,32 +395,50 @@ def report(
     spec_seconds: Sequence[float],
     rounds: int,
     device: str,
+    temperature: float = 0.0,
 ) -> dict[str, Any]:
-    """The capstone's report, from its measurements: α̂ with its counts and standard error, c,
-    the verification curve, the plan, and the clock (seconds per prompt, each the fastest of
-    `rounds`, plain and speculative at the plan's γ), summarised as a range over the prompts."""
+    """The capstone's report, from its measurements: α̂ pooled over the prompts (`per_prompt`:
+    one generation's statistics per prompt) with its SE across prompts (and the binomial SE, for
+    contrast), c, the verification curve, the plan (made with the SE across prompts), and the
+    clock: seconds per prompt, each the fastest of `rounds`, plain and speculative at the plan's γ.
+
+    Like for like: the pooled measured speedup (total plain over total speculative seconds) is
+    placed against the predicted interval ("verdict"), and each prompt's measured speedup stands
+    beside the speedup its own α̂ predicts at the same γ, c and r(γ)."""
     plain, spec = np.asarray(plain_seconds, float), np.asarray(spec_seconds, float)
     if plain.shape != spec.shape or plain.ndim != 1 or len(plain) < 2:
         raise ValueError("plain_seconds and spec_seconds: one time per prompt, at least two")
-    a, trials = stats.acceptance_rate, stats.trials
-    per_prompt = (plain / spec).tolist()
+    if len(per_prompt) != len(plain):
+        raise ValueError("per_prompt: one GenerationStats per prompt timed")
+    accepted = [sum(s.accepted) for s in per_prompt]
+    examined = [s.trials for s in per_prompt]
+    pooled = decoding.GenerationStats.merge(list(per_prompt))
+    a, trials = pooled.acceptance_rate, pooled.trials
+    gamma, r = plan["gamma"], curve[plan["gamma"]]
+    measured = float(plain.sum() / spec.sum())
     return {
         "pair": pair,
         "device": device,
-        "accepted": sum(stats.accepted),
+        "temperature": float(temperature),
+        "prompt_accepted": accepted,
+        "prompt_examined": examined,
+        "accepted": sum(accepted),
         "examined": trials,
         "alpha": a,
-        "alpha_se": binomial_se(a, trials),
+        "alpha_se": cluster_se(accepted, examined),
+        "alpha_se_binomial": binomial_se(a, trials),
         "c": c,
         "verify_curve": [float(x) for x in curve],
         **{k: plan[k] for k in PLAN_KEYS},
         "rounds": rounds,
         "plain_seconds": plain.tolist(),
         "spec_seconds": spec.tolist(),
-        "measured_per_prompt": per_prompt,
-        "measured_low": min(per_prompt),
-        "measured_high": max(per_prompt),
-        "measured_pooled": float(plain.sum() / spec.sum()),
+        "predicted_per_prompt": [
+            theory.speedup(n / e, gamma, c, r) for n, e in zip(accepted, examined, strict=True)
+        ],
+        "measured_per_prompt": (plain / spec).tolist(),
+        "measured_pooled": measured,
+        "verdict": verdict(measured, plan["predicted_low"], plan["predicted_high"]),
     }
 
 
@@ -410,57 +449,114 @@ class ReportError(AssertionError):
 def check_report(rep: dict[str, Any]) -> str:
     """Validate a capstone report's arithmetic; return its one-line summary.
 
-    Checks that α̂ and its standard error follow from the counts; that γ is the best one for the
-    reported α̂, c and verification curve and the predicted speedup and its range follow from
-    them; that each prompt's measured speedup is its plain over its speculative seconds; and that
-    the measured range is the lowest to the highest of them (a range, not a best-of) with the
-    pooled speedup inside it. Raises `ReportError` with a sentence naming what does not add up.
+    Checks that the per-prompt counts add up to the pooled ones; that α̂ follows from them and its
+    SE is the one across prompts (`cluster_se`; the binomial SE, which treats every draft as an
+    independent coin, is refused); that γ is the best one for the reported α̂, c and verification
+    curve and the predicted speedup and its interval (α̂ ± 2 SE across prompts) follow from them;
+    that each prompt's measured speedup is its plain over its speculative seconds and its
+    predicted one is speedup(its own α̂, γ, c, r(γ)); that the pooled speedup is total plain over
+    total speculative seconds; and that the verdict says where it lies against the predicted
+    interval. Raises `ReportError` with a sentence naming what does not add up.
     """
 
     def need(ok: bool, why: str) -> None:
         if not ok:
             raise ReportError(f"Capstone report: {why}")
 
-    need(rep["examined"] > 0 and 0 <= rep["accepted"] <= rep["examined"], "counts out of range")
+    accepted, examined = rep["prompt_accepted"], rep["prompt_examined"]
+    n = len(examined)
+    need(len(accepted) == n >= 2, "one count per prompt, at least two prompts")
+    need(
+        all(e > 0 and 0 <= a <= e for a, e in zip(accepted, examined, strict=True)),
+        "per-prompt counts out of range",
+    )
+    need(
+        rep["accepted"] == sum(accepted) and rep["examined"] == sum(examined),
+        f"the pooled counts are the sums over the prompts ({sum(accepted)} of {sum(examined)})",
+    )
     alpha = rep["accepted"] / rep["examined"]
     need(_close(rep["alpha"], alpha), f"α̂ = accepted / examined = {alpha:.4f}, not {rep['alpha']}")
-    se = binomial_se(alpha, rep["examined"])
-    need(_close(rep["alpha_se"], se), f"the standard error of α̂ is {se:.4g}, not {rep['alpha_se']}")
-    curve = rep["verify_curve"]
+    se, binomial = cluster_se(accepted, examined), binomial_se(alpha, rep["examined"])
+    need(
+        not (_close(rep["alpha_se"], binomial) and not _close(binomial, se)),
+        f"alpha_se {rep['alpha_se']:.4g} is the binomial SE, which treats every draft as an "
+        f"independent coin; the range uses the standard error across prompts, {se:.4g}",
+    )
+    need(
+        _close(rep["alpha_se"], se),
+        f"the standard error of α̂ across prompts is {se:.4g}, not {rep['alpha_se']}",
+    )
+    need(
+        _close(rep["alpha_se_binomial"], binomial),
+        f"the binomial standard error is {binomial:.4g}, not {rep['alpha_se_binomial']}",
+    )
+    curve, c = rep["verify_curve"], rep["c"]
     need(len(curve) >= 2 and _close(curve[0], 1.0), "verify_curve[0] is t(1)/t(1) = 1")
-    want = best_plan(alpha, se, rep["c"], curve)
-    need(rep["gamma"] == want["gamma"], f"the best γ for these α̂, c, r is {want['gamma']}")
+    want = best_plan(alpha, se, c, curve)
+    gamma = want["gamma"]
+    need(rep["gamma"] == gamma, f"the best γ for these α̂, c, r is {gamma}")
+    narrow = best_plan(alpha, binomial, c, curve)
     for key in PLAN_KEYS[1:]:
+        hint = ""
+        if key != "predicted" and _close(rep[key], narrow[key]) and not _close(rep[key], want[key]):
+            hint = ": that is the end of α̂ ± 2 binomial SE, not ± 2 SE across prompts"
         need(
             _close(rep[key], want[key]),
-            f"{key} at γ = {want['gamma']} is {want[key]:.4f}, not {rep[key]}",
+            f"{key} at γ = {gamma} is {want[key]:.4f}, not {rep[key]}{hint}",
         )
     plain, spec = rep["plain_seconds"], rep["spec_seconds"]
-    need(len(plain) == len(spec) == len(rep["measured_per_prompt"]) >= 2, "one time per prompt")
+    need(
+        len(plain) == len(spec) == len(rep["measured_per_prompt"]) == n,
+        "one time per prompt, for the prompts counted",
+    )
+    r = curve[gamma]
     for i, (p, s, m) in enumerate(zip(plain, spec, rep["measured_per_prompt"], strict=True)):
         need(p > 0 and s > 0 and _close(m, p / s), f"prompt {i}: speedup {p / s:.4f}, not {m}")
-    per_prompt = rep["measured_per_prompt"]
-    need(
-        _close(rep["measured_low"], min(per_prompt))
-        and _close(rep["measured_high"], max(per_prompt)),
-        "the measured range runs from the slowest prompt's speedup to the fastest's "
-        f"({min(per_prompt):.3f}–{max(per_prompt):.3f}), not a best-of",
-    )
+    need(len(rep["predicted_per_prompt"]) == n, "one predicted speedup per prompt")
+    for i, (a, e, got) in enumerate(
+        zip(accepted, examined, rep["predicted_per_prompt"], strict=True)
+    ):
+        own = theory.speedup(a / e, gamma, c, r)
+        need(
+            _close(got, own),
+            f"prompt {i}: its own α̂ = {a / e:.4f} predicts {own:.4f} at γ = {gamma}, not {got}",
+        )
     pooled = sum(plain) / sum(spec)
-    need(_close(rep["measured_pooled"], pooled), f"the pooled speedup is {pooled:.4f}")
     need(
-        rep["measured_low"] <= pooled <= rep["measured_high"],
-        "the pooled speedup lies in the range",
+        _close(rep["measured_pooled"], pooled),
+        f"the pooled speedup is total plain / total speculative seconds, {pooled:.4f}",
     )
-    overlap = (
-        rep["measured_low"] <= rep["predicted_high"]
-        and rep["predicted_low"] <= rep["measured_high"]
+    where = verdict(pooled, want["predicted_low"], want["predicted_high"])
+    need(
+        rep["verdict"] == where,
+        f"the pooled {pooled:.2f}x lies {where} the predicted interval "
+        f"{want['predicted_low']:.2f}–{want['predicted_high']:.2f}x, not {rep['verdict']!r}",
     )
     return (
-        f"{rep['pair']} on {rep['device']}: α̂ = {alpha:.3f} ± {se:.3f}, c = {rep['c']:.3f}, "
-        f"γ = {rep['gamma']} (r = {curve[rep['gamma']]:.2f}): predicted {rep['predicted']:.2f}x "
-        f"({rep['predicted_low']:.2f}–{rep['predicted_high']:.2f}), measured "
-        f"{pooled:.2f}x pooled ({rep['measured_low']:.2f}–{rep['measured_high']:.2f} over "
-        f"{len(per_prompt)} prompts, each the fastest of {rep['rounds']} rounds); the ranges "
-        + ("overlap" if overlap else "do not overlap")
+        f"{rep['pair']} on {rep['device']}, T = {rep['temperature']:g}: α̂ = {alpha:.3f} ± "
+        f"{se:.3f} (SE across {n} prompts, used; binomial SE {binomial:.3f}, not used), "
+        f"c = {c:.3f}, γ = {gamma} (r = {r:.2f}): predicted {rep['predicted']:.2f}x "
+        f"({rep['predicted_low']:.2f}–{rep['predicted_high']:.2f} at α̂ ± 2 SE), measured "
+        f"{pooled:.2f}x pooled over {n} prompts (each the fastest of {rep['rounds']} rounds): "
+        f"{where} the predicted interval"
     )
+
+
+def per_prompt_table(rep: dict[str, Any]) -> str:
+    """Each prompt's α̂, the speedup its own α̂ predicts and the measured one, as a small table."""
+    rows = [f"{'prompt':>6} {'examined':>8} {'α̂':>6} {'predicted':>9} {'measured':>8}"]
+    for i, (a, e, p, m) in enumerate(
+        zip(
+            rep["prompt_accepted"],
+            rep["prompt_examined"],
+            rep["predicted_per_prompt"],
+            rep["measured_per_prompt"],
+            strict=True,
+        )
+    ):
+        rows.append(f"{i:>6} {e:>8} {a / e:>6.3f} {p:>8.2f}x {m:>7.2f}x")
+    rows.append(
+        f"{'pooled':>6} {rep['examined']:>8} {rep['alpha']:>6.3f} {rep['predicted']:>8.2f}x "
+        f"{rep['measured_pooled']:>7.2f}x"
+    )
+    return "\n".join(rows)
