@@ -34,6 +34,15 @@ def test_bench_runs_where_the_workshop_generator_cannot_import() -> None:
     assert "--dtype" in run.stdout
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_train_head_on_a_missing_gpu_says_so(tmp_path, capsys) -> None:
+    text = tmp_path / "t.txt"
+    text.write_text("def f():\n    return 1\n")
+    argv = ["train-head", "--device", "cuda", "--online", "--text", str(text)]
+    assert main([*argv, "--out", str(tmp_path / "h")]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
+
+
 def test_demo_on_mock_models(capsys) -> None:
     assert main(["demo", "--pair", "mock", "--max-new-tokens", "30", "--no-color"]) == 0
     out = capsys.readouterr().out

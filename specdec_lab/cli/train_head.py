@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         "--online",
         action="store_true",
         help="fresh target features for every batch, drawn from the whole tokenized --text "
-        "(for an accelerator; --sequences is then unused)",
+        "(for an accelerator; --sequences windows then only count the --vocab tokens)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         raise FileNotFoundError(f"training text not found: {', '.join(missing)} (see --text)")
     threads = env.set_cpu_threads(args.threads)
     device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: this machine has no CUDA device")
     if device.type == "cuda":  # TF32 matmuls: float32 features at tensor-core speed
         torch.backends.cuda.matmul.allow_tf32 = True
     target = models.load_model(args.target, device=device, dtype=torch.float32)
