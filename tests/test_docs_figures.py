@@ -530,6 +530,30 @@ def test_model_card_smollm2_head_section() -> None:
     )
     head = heads.load_head(MODELS / "smollm2-head")
     assert round(sum(p.numel() for p in head.parameters()) / 1e6, 2) == 5.39
+    best = {  # (speedup, γ) of each drafter's best cell, per dtype and temperature
+        (dtype, t, d): max(
+            (r["speedup"], int(k.split("γ=")[1]))
+            for k, r in rec["results"]["temperatures"][t].items()
+            if k.startswith(d)
+        )
+        for dtype, rec in recs.items()
+        for t in ("0", "1")
+        for d in ("draft head", "draft model")
+    }
+    (h0, g0), (h1, g1) = best["bfloat16", "0", "draft head"], best["bfloat16", "1", "draft head"]
+    (f0, k0), (f1, k1) = best["float32", "0", "draft head"], best["float32", "1", "draft head"]
+    assert k0 == k1  # docs/speed.md gives float32's one γ
+    says(
+        SPEED,
+        f"the head gains {half_up(h0, 2)}x greedy (γ = {g0}) and {half_up(h1, 2)}x at T = 1 "
+        f"(γ = {g1}), where the draft model reaches "
+        f"{half_up(best['bfloat16', '0', 'draft model'][0], 2)}x and "
+        f"{half_up(best['bfloat16', '1', 'draft model'][0], 2)}x",
+        f"{half_up(f0, 2)}x and {half_up(f1, 2)}x (γ = {k0})",
+        f"(r(3) = {half_up(recs['float32']['results']['verify_cost'][2], 2)})",
+        f"α = {half_up(new['alpha_t1']['code'][0], 2)} on held-out code",
+        f"after 110 minutes on one core: {half_up(old['alpha_t1']['code'][0], 2)})",
+    )
     sweep = records.load_results(RESULTS / "smollm2-costs-cpu-v5.json")["results"]["dtypes"]
     r = {d: sweep[d]["r"] for d in ("float32", "float32_packed", "bfloat16")}
     says(
