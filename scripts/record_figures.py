@@ -71,13 +71,13 @@ def gammas_text(gammas: list[int]) -> str:
     return f"γ = {gammas[0]}–{gammas[-1]}" if len(gammas) > 1 else f"γ = {gammas[0]}"
 
 
-def best_head(record: dict, temperature: str) -> tuple[float, int]:
-    """(best speedup, its γ) of the draft head in a `scripts/head_decoding.py` record."""
+def best_head(record: dict, temperature: str, drafter: str = "draft head") -> tuple[float, int]:
+    """(best speedup, its γ) of `drafter` in a `scripts/head_decoding.py` record."""
     rows = record["results"]["temperatures"][temperature]
     return max(
         (row["speedup"], int(name.split("γ=")[1]))
         for name, row in rows.items()
-        if name.startswith("draft head")
+        if name.startswith(drafter)
     )
 
 

@@ -530,12 +530,9 @@ def test_model_card_smollm2_head_section() -> None:
     )
     head = heads.load_head(MODELS / "smollm2-head")
     assert round(sum(p.numel() for p in head.parameters()) / 1e6, 2) == 5.39
+    figures = load_script("record_figures")
     best = {  # (speedup, γ) of each drafter's best cell, per dtype and temperature
-        (dtype, t, d): max(
-            (r["speedup"], int(k.split("γ=")[1]))
-            for k, r in rec["results"]["temperatures"][t].items()
-            if k.startswith(d)
-        )
+        (dtype, t, d): figures.best_head(rec, t, d)
         for dtype, rec in recs.items()
         for t in ("0", "1")
         for d in ("draft head", "draft model")
