@@ -4,9 +4,11 @@
 
 For each draft in data/models (draft-small, draft, draft-prose, draft-large) and, as the
 degenerate "draft too large", the target itself: c (one-token forward of the draft over the
-target's, min of 7, through the sessions the decoding loop uses), then speculative decoding at
-every γ in 1..8, greedy and at T = 1, against autoregressive decoding on the same prompts (median
-of 3 repeats; autoregressive decoding is measured again beside each draft). The best γ per draft
+target's, min of 7 interleaved rounds, through the sessions the decoding loop uses), then
+speculative decoding at every γ in 1..8, greedy and at T = 1, against autoregressive decoding on
+the same prompts: each the fastest of 3 rounds over the whole prompt set, every round running
+autoregressive decoding and each γ once in turn (`timing.interleaved`), so autoregressive
+decoding is measured again beside each draft and temperature. The best γ per draft
 and temperature, its speedup and the α measured in the loop go to
 data/results/draft-ladder-<device>.json with the machine it ran on; the held-out α of each draft
 (T = 1, from its training log) and its training budget come along from training.json, so the
@@ -16,7 +18,6 @@ training time a comparison hides is on the record next to it.
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
 from tqdm.auto import tqdm
@@ -30,19 +31,30 @@ from specdec_lab.measure import acceptance, records, timing
 DRAFTS = ("draft-small", "draft", "draft-prose", "draft-large")
 
 
-def tokens_per_s(run, prompts, repeats: int) -> tuple[float, float]:
-    """(median tokens/s over repeats of the whole prompt set, pooled α or NaN)."""
-    rates, stats = [], []
-    run(prompts[0], 0)  # warm-up
-    for _ in range(repeats):
-        tokens = seconds = 0.0
-        for i, ids in enumerate(prompts):
-            out = run(ids, i)
-            tokens += out.stats.new_tokens
-            seconds += out.stats.wall_time
-            stats.append(out.stats)
-        rates.append(tokens / seconds)
-    return statistics.median(rates), decoding.GenerationStats.merge(stats).acceptance_rate
+def tokens_per_s(runs: dict, prompts, repeats: int, device) -> dict:
+    """{key: (tokens/s, pooled α or NaN)} of each of `runs` ({key: run(ids, i)}) over the whole
+    prompt set: the fastest of `repeats` rounds, in each of which every key runs the set once in
+    turn (`timing.interleaved`), after a warm-up on the first prompt. Prompt i samples from a
+    generator seeded i, so every round repeats the same work."""
+    stats: dict = {}
+
+    def whole_set(key):
+        def call():
+            stats[key] = [runs[key](ids, i).stats for i, ids in enumerate(prompts)]
+
+        return call
+
+    for run in runs.values():
+        run(prompts[0], 0)  # warm-up
+    calls = {key: whole_set(key) for key in runs}
+    best = timing.interleaved(calls, repeats, device, warmups=0)  # seconds, per key
+    return {
+        key: (
+            sum(s.new_tokens for s in stats[key]) / best[key],
+            decoding.GenerationStats.merge(stats[key]).acceptance_rate,
+        )
+        for key in runs
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         for domain in ("code", "prose")
         for p in load_prompts(domain, args.prompts)
     ]
-    t_target = timing.session_latency(target, 1)
+    t_target = timing.session_latency(target, 1)  # for the record; c is timed beside each draft
 
     def ar(temperature):
         def run(ids, i):
@@ -77,16 +89,20 @@ def main(argv: list[str] | None = None) -> int:
         return run
 
     def spec(draft, gamma, temperature):
+        # opened once, off the clock (each call starts from an empty cache); the target's session,
+        # like plain decoding's, opens inside every call
+        drafter = drafters.ModelDrafter(sessions.open_session(draft, vocab))
+
         def run(ids, i):
             gen = torch.Generator().manual_seed(i)
-            drafter = drafters.ModelDrafter(sessions.open_session(draft, vocab))
             return decoding.speculative_generate(
                 target, drafter, ids, n_new, gamma, temperature=temperature, generator=gen
             )
 
         return run
 
-    record: dict = {"t_target_ms": 1e3 * t_target, "drafts": {}}
+    statistic = f"fastest of {args.repeats} interleaved rounds"
+    record: dict = {"t_target_ms": 1e3 * t_target, "statistic": statistic, "drafts": {}}
     names = [*args.drafts, "target (as its own draft)"]
     for name in tqdm(names, desc="drafts"):
         own = name.startswith("target")
@@ -95,13 +111,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipped {name}: {path} not found")
             continue
         draft = target if own else models.load_model(str(path), device, torch.float32)
-        # The baseline is measured again beside each draft, so that a machine whose speed drifts
-        # over the run (another job starting or stopping) does not tilt the later ratios.
-        baseline = {t: tokens_per_s(ar(t), prompts, args.repeats)[0] for t in (0.0, 1.0)}
+        opened = {n: sessions.open_session(m) for n, m in (("draft", draft), ("target", target))}
+        t_one = timing.session_sweep(opened, [1])  # one-token forwards, interleaved
         entry = {
             "params": sum(p.numel() for p in draft.parameters()),
-            "c": timing.session_latency(draft, 1) / timing.session_latency(target, 1),
-            "autoregressive_tokens_per_s": baseline,
+            "c": t_one["draft"][0] / t_one["target"][0],
+            "autoregressive_tokens_per_s": {},
         }
         info = log.get("target" if own else name, {})
         entry["heldout_alpha_T1"] = info.get("alpha")
@@ -110,13 +125,17 @@ def main(argv: list[str] | None = None) -> int:
             entry["train_minutes"], entry["train_tokens"] = minutes, round(mtokens * 1e6)
         gammas = [g for g in args.gammas if not own or g <= 3]  # c ~ 1: a few γ show the loss
         for t in (0.0, 1.0):
-            rows = {g: tokens_per_s(spec(draft, g, t), prompts, args.repeats) for g in gammas}
+            # The baseline runs in the same rounds as every γ, so that a machine whose speed
+            # drifts over the run (another job starting or stopping) does not tilt the ratios.
+            runs = {None: ar(t)} | {g: spec(draft, g, t) for g in gammas}
+            rows = tokens_per_s(runs, prompts, args.repeats, device)
+            baseline = entry["autoregressive_tokens_per_s"][t] = rows.pop(None)[0]
             best = max(rows, key=lambda g: rows[g][0])
             entry[f"T{t:g}"] = {
                 "best_gamma": best,
-                "speedup": rows[best][0] / baseline[t],
+                "speedup": rows[best][0] / baseline,
                 "alpha_in_loop": rows[best][1],
-                "speedup_by_gamma": {g: r[0] / baseline[t] for g, r in rows.items()},
+                "speedup_by_gamma": {g: r[0] / baseline for g, r in rows.items()},
             }
         record["drafts"][name] = entry
         print(

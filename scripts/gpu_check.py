@@ -21,6 +21,7 @@ happened instead of ending the run. The dry run takes every GPU branch at smoke 
 from __future__ import annotations
 
 import argparse
+import functools
 import subprocess
 import sys
 import time
@@ -29,11 +30,11 @@ from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from transformers import LlamaForCausalLM
+from transformers import DynamicCache, LlamaForCausalLM
 
 from specdec_lab import data, env, models, theory
 from specdec_lab.engine import sessions
-from specdec_lab.measure import profiling, records
+from specdec_lab.measure import profiling, records, timing
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, run from anywhere
 import gpu_device_checks  # noqa: E402
@@ -41,6 +42,29 @@ import gpu_device_checks  # noqa: E402
 RESULTS = data.RESULTS_DIR
 # the bench runs in its own process (a fresh allocator); a simulated accelerator swaps this
 BENCH_COMMAND = [sys.executable, "-m", "specdec_lab", "bench"]
+
+
+def forward_seconds(model, ks: list[int], batch: int = 1, repeats: int = 7) -> list[float]:
+    """Seconds of one forward of k new tokens per sequence (logits for all k, as verification
+    needs) for `batch` sequences on top of a 32-token KV cache, for every k in `ks`: the fastest
+    of `repeats` rounds in which every k takes its turn (`timing.interleaved`), the cache cropped
+    back to 32 tokens, off the clock, before each call."""
+    prefix, device = 32, next(model.parameters()).device
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(model.config.vocab_size, (batch, prefix + max(ks)), generator=gen)
+    ids = ids.to(device)  # (batch, prefix + max k)
+    cache = DynamicCache(config=model.config)
+    calls = {  # (batch, k) new tokens each
+        k: functools.partial(model, ids[:, prefix : prefix + k], cache=cache, use_cache=True)
+        for k in ks
+    }
+    with torch.inference_mode():
+        model(ids[:, :prefix], cache=cache, use_cache=True)  # (batch, prefix)
+        # transformers 5.x: crop takes a NEGATIVE count of tokens to drop (0: nothing to drop)
+        best = timing.interleaved(
+            calls, repeats, device, before=lambda _: cache.crop(prefix - cache.get_seq_length())
+        )
+    return [best[k] for k in ks]
 
 
 def profile(device: torch.device, smoke: bool) -> dict:
@@ -55,6 +79,7 @@ def profile(device: torch.device, smoke: bool) -> dict:
     out: dict = {
         "dtype": str(dtype).removeprefix("torch."),
         "prefix": 32,
+        "statistic": f"fastest of {repeats} interleaved rounds",
         "bandwidth_gbs": profiling.measure_bandwidth(device, nbytes=nbytes),
         "matmul_flops": profiling.measure_matmul_flops(
             device, n=512 if smoke else 8192, dtype=dtype
@@ -64,7 +89,7 @@ def profile(device: torch.device, smoke: bool) -> dict:
     for name in tqdm(ladder, desc="ladder"):
         try:
             model = profiling.build_model(profiling.LADDER[name], device=device, dtype=dtype)
-            lat = [t.median for t in profiling.latency_sweep(model, ks, repeats=repeats)]
+            lat = forward_seconds(model, ks, repeats=repeats)
         except (torch.OutOfMemoryError, RuntimeError) as err:
             if not models.is_out_of_memory(err):
                 raise
@@ -88,8 +113,8 @@ def profile(device: torch.device, smoke: bool) -> dict:
     gamma = 4
     batches = [1, 2, 4] if smoke else [1, 2, 4, 8, 16, 32, 64]
     model = profiling.build_model(profiling.LADDER[target], device=device, dtype=dtype)
-    t1 = [profiling.forward_latency(model, 1, b, repeats=repeats).median for b in batches]
-    tv = [profiling.forward_latency(model, gamma + 1, b, repeats=repeats).median for b in batches]
+    timed = [forward_seconds(model, [1, gamma + 1], b, repeats) for b in batches]
+    t1, tv = [t[0] for t in timed], [t[1] for t in timed]  # k = 1 and k = γ + 1, per batch
     out["batch"] = {
         "target": target,
         "gamma": gamma,
@@ -100,7 +125,7 @@ def profile(device: torch.device, smoke: bool) -> dict:
     # c at realistic shapes: a small draft shape against the biggest target shape.
     draft_name = ladder[0]
     draft = profiling.build_model(profiling.LADDER[draft_name], device=device, dtype=dtype)
-    t_draft = profiling.forward_latency(draft, 1, repeats=repeats).median
+    t_draft = forward_seconds(draft, [1], repeats=repeats)[0]
     out["pair"] = {
         "draft": draft_name,
         "target": target,

@@ -38,8 +38,7 @@ from pathlib import Path
 import torch
 
 from specdec_lab import data, env, models
-from specdec_lab.course import capstone
-from specdec_lab.measure import records, timing
+from specdec_lab.measure import capstone, records, timing
 
 KS = [1, 2, 3, 5, 8]  # tokens per forward; k = γ + 1 = 5 is the verification of γ = 4
 GAMMA = 4

@@ -25,7 +25,8 @@ import inside the package against them.
                      broken samplers the checks must reject
     display/         traces and plots of runs and proofs
     models/          where weights come from: the pairs, the memory guard, tiny stand-ins
-    measure/         numbers on this machine: timing, profiling, records, the benchmark
+    measure/         numbers on this machine: timing, profiling, records, the benchmark, the
+                     capstone's engine counters and report
     course/          what produces the course: the exercises' checks, the workshop, training
     cli/             the command-line tools that `__main__` (`python -m specdec_lab`) runs
 

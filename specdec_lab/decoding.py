@@ -28,7 +28,7 @@ import torch
 
 from specdec_lab.drafters import Drafter, ModelDrafter, as_drafter
 from specdec_lab.engine.fused import StepVerifier, teaching_verifier, verify_on_device
-from specdec_lab.engine.sessions import Session, open_session
+from specdec_lab.engine.sessions import DEFAULT_RUNTIME, Session, open_session
 from specdec_lab.inputs import (
     check_eos,
     check_gamma,
@@ -133,15 +133,14 @@ def autoregressive_generate(
     generator: torch.Generator | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     vocab_size: int | None = None,
-    runtime: str = "auto",
+    runtime: str = DEFAULT_RUNTIME,
 ) -> Generation:
     """Plain decoding: one target forward per new token. The baseline speculation must beat.
 
     `eos_token_id`: one id or several (Llama-3 and Qwen2.5-Instruct ship a list); generation
-    stops after the first of them.
-
-    `runtime` picks how a transformers model runs (`sessions.open_session`): "auto" (our lean forward
-    where it covers the family, else transformers'), "lean" or "hf".
+    stops after the first of them. `runtime` picks how a transformers model runs: "lean" (our
+    forward), "hf" (transformers') or, by default, lean where it covers the model (see
+    `sessions.open_session`).
     """
     cfg = SamplingConfig(temperature, top_k, top_p)
     eos = check_eos(eos_token_id)
@@ -199,7 +198,7 @@ def speculative_step(
     p_logits = target.logits(torch.cat([ids, draft_tokens]))[-(g + 1) :]  # (γ'+1, V)
     # 3. Accept a prefix of the drafts, then add one target token (residual or bonus sample).
     verdict = verifier(draft_tokens, q_probs, p_logits, cfg, generator)
-    ids = torch.cat([ids, draft_tokens[: verdict.n], verdict.token[None]])
+    ids = torch.cat([ids, verdict.accepted, verdict.token[None]])
     # 4. Roll both caches back to what they have seen of the accepted sequence.
     target.crop(ids.shape[0] - 1)
     drafter.crop(ids.shape[0] - 1)
@@ -222,7 +221,7 @@ def speculative_generate(
     vocab_size: int | None = None,
     on_step: Callable[[Step], None] | None = None,
     verifier: Callable[..., tuple[int, torch.Tensor]] | None = None,
-    runtime: str = "auto",
+    runtime: str = DEFAULT_RUNTIME,
 ) -> Generation:
     """Speculative decoding (Leviathan et al. Algorithm 1) with KV-cache rollback.
 

@@ -104,7 +104,7 @@ FREE_MEMORY_GIB = "SPECDEC_LAB_FREE_MEMORY_GIB"
 STAND_INS = "SPECDEC_LAB_STAND_INS"
 
 
-def force_gpu_paths() -> bool:
+def _force_gpu_paths() -> bool:
     """True when `SPECDEC_LAB_FORCE_GPU_PATHS` is set to anything but "" or "0"."""
     return os.environ.get(FORCE_GPU_PATHS, "") not in ("", "0")
 
@@ -113,13 +113,13 @@ def gpu_paths(device: torch.device | str | None = None) -> bool:
     """Take the accelerator branches: `device` (default: the best one) is a GPU, or a dry run
     forces them on the CPU (`SPECDEC_LAB_FORCE_GPU_PATHS=1`)."""
     device = torch.device(device) if device is not None else default_device()
-    return device.type != "cpu" or force_gpu_paths()
+    return device.type != "cpu" or _force_gpu_paths()
 
 
 def dry_run(device: torch.device | str | None = None) -> bool:
     """Accelerator branches forced onto a CPU: callers shrink sizes and load tiny stand-ins."""
     device = torch.device(device) if device is not None else default_device()
-    return device.type == "cpu" and force_gpu_paths()
+    return device.type == "cpu" and _force_gpu_paths()
 
 
 def stand_ins(device: torch.device | str | None = None) -> bool:

@@ -10,7 +10,7 @@ import torch
 from specdec_lab.engine.sessions import max_positions, vocab_size_of
 
 
-def underlying_model(obj):
+def _underlying_model(obj):
     """The model inside a session (`.model`), a model drafter (`.session.model`) or a wrapper of
     a drafter (`.drafter`, e.g. `HeuristicGamma`); a model, or anything else, as it is."""
     while not isinstance(obj, torch.nn.Module):
@@ -28,7 +28,7 @@ def check_positions(models: Sequence, prompt_len: int, max_new_tokens: int) -> N
     feeds it: the prompt and all new tokens but the last (which is sampled, never fed back), so
     prompt_len + max_new_tokens − 1 of them. `models` may hold sessions and drafters too."""
     for model in models:
-        inner = underlying_model(model)
+        inner = _underlying_model(model)
         limit = max_positions(inner)
         if limit is not None and prompt_len + max_new_tokens - 1 > limit:
             name = type(inner).__name__

@@ -16,19 +16,20 @@ wrong first guess need not end the step. One step reads top to bottom in `tree_s
 Step 3 is a pure function of probabilities (`tree_sample`, `tree_greedy`), tested without models.
 The loop runs their on-device twin, `verify_tree_on_device`, which verifies every node of a level
 at once and reads the outcome with one host sync (the same law; the same tokens when greedy).
+It returns the chain's `Verdict` (`engine.fused`), after the chain's checks (`value_flags`);
+`teaching_tree_verifier` runs the reference walks behind the same interface.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from specdec_lab.decoding import Generation, Step, run_steps
-from specdec_lab.engine.fused import raise_for
-from specdec_lab.engine.sessions import Session, open_session
+from specdec_lab.engine.fused import DeviceOutcome, Verdict, greedy_flags, raise_for, value_flags
+from specdec_lab.engine.sessions import DEFAULT_RUNTIME, Session, open_session
 from specdec_lab.inputs import (
     check_gamma,
     check_positions,
@@ -82,14 +83,18 @@ class TokenTree:
             self._alive_host = self.alive.tolist()
         return [i for i in kids if self._alive_host[i]]
 
-    def first_child(self, node: int) -> int | None:
-        """The first-drawn child of `node`, None at a leaf (never an empty slot: the first
-        sibling is drawn from a q with mass). Host bookkeeping only."""
-        return next((i for i, parent in enumerate(self.parents) if parent == node), None)
-
     def path_tokens(self, path: list[int]) -> list[int]:
         tokens = self.tokens.tolist()  # one read
         return [tokens[i] for i in path]
+
+    def branch(self, path: list[int]) -> list[int]:
+        """The branch a step reports: the accepted `path`, then first-drawn children down to a
+        leaf (never an empty slot: a first sibling is drawn from a q with mass). Host only."""
+        branch, node = list(path), path[-1] if path else -1
+        while node in self.parents:
+            node = self.parents.index(node)  # its first child: parents come in drawing order
+            branch.append(node)
+        return branch
 
 
 # ------------------------------------------------------------------ drafting siblings and trees
@@ -121,7 +126,7 @@ def draw_siblings(
 
     Returns candidates (k',) and their distributions (k', V): row i is q with the earlier
     candidates removed, renormalised (k' = k, or fewer if q has fewer tokens with mass: one host
-    read, which `build_tree`'s own level-wide sampler, `draw_sibling_slots`, does without).
+    read, which `build_tree`'s level-wide sampler, `draw_sibling_slots`, does without).
     """
     candidates, rows, alive = draw_sibling_slots(q[None], k, generator)
     k = int(alive.sum())  # the slots with a draft come first
@@ -134,23 +139,24 @@ def build_tree(
     branching: tuple[int, ...],
     cfg: SamplingConfig,
     generator: torch.Generator | None = None,
-    siblings: Callable[..., tuple[torch.Tensor, torch.Tensor]] = draw_siblings,
+    siblings: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> TokenTree:
     """Grow a tree below ids[-1] with one draft forward per level (tree attention again).
 
     branching[ℓ] children under every node of depth ℓ (the root has depth 0): (3, 1, 1) is three
     first tokens, each followed by a chain of two. Greedy (T = 0) takes the top-k tokens of q.
 
-    With the default `siblings` a whole level is drawn at once on the device
-    (`draw_sibling_slots`) and the tree keeps a fixed layout: no host sync at all, whatever q
-    holds. Another sampler (`proof.broken`) runs node by node and may return fewer siblings.
+    With no `siblings` a whole level is drawn at once on the device (`draw_sibling_slots`) and
+    the tree keeps a fixed layout: no host sync at all, whatever q holds. A sampler passed in
+    (`draw_siblings`, or a broken one of `proof.broken`) runs node by node, as written, and may
+    return fewer siblings.
     """
     vocab, device = draft.vocab_size, draft.device
     tokens = torch.empty(0, dtype=torch.long, device=device)
     parents: list[int] = []
     q_rows = torch.empty(0, vocab, device=device)
-    alive = [] if not cfg.greedy and siblings is draw_siblings else None  # (n_ℓ,) per level
-    widths: list[int] | None = [] if cfg.greedy or siblings is draw_siblings else None
+    alive = [] if not cfg.greedy and siblings is None else None  # (n_ℓ,) per level
+    widths: list[int] | None = [] if cfg.greedy or siblings is None else None
     frontier = [-1]  # the nodes of the current level, contiguous; -1 is the root
     for k in branching:
         scores = draft.tree_logits(ids, tokens, parents)  # (1 + N, V) the lean runtime feeds
@@ -185,15 +191,9 @@ def build_tree(
         parents += new_parents
         q_rows = torch.cat([q_rows, q])  # (N, V)
         frontier = list(range(first_new, tokens.shape[0]))
-    return TokenTree(
-        tokens,
-        parents,
-        q_rows,
-        torch.cat([torch.ones(0, dtype=torch.bool, device=device), *alive])
-        if alive is not None
-        else None,
-        tuple(widths) if widths is not None else None,
-    )
+    if alive is not None:  # (N,) the levels' slots, none if the tree has no level
+        alive = torch.cat([torch.ones(0, dtype=torch.bool, device=device), *alive])
+    return TokenTree(tokens, parents, q_rows, alive, None if widths is None else tuple(widths))
 
 
 # ----------------------------------------------------------------- verification: pure functions
@@ -231,18 +231,26 @@ def tree_greedy(tree: TokenTree, p_logits: torch.Tensor) -> tuple[list[int], tor
         path.append(node)
 
 
-@dataclass(frozen=True)
-class TreeVerdict:
-    """The outcome of one tree verification, on the host: the accepted `path` (node indices,
-    root to leaf), then `next_token`; `branch` is the tokens of the branch that was followed
-    (the path, then first-drawn children down to a leaf). On the device: `accepted` (len(path),)
-    and `token` (0-d), so the sequence grows there."""
+# What `tree_step` calls: (tree, the target's raw p_logits (1 + N, V), cfg, generator) -> Verdict.
+TreeVerifier = Callable[[TokenTree, torch.Tensor, SamplingConfig, torch.Generator | None], Verdict]
 
-    path: list[int]
-    next_token: int
-    branch: list[int]
-    accepted: torch.Tensor
-    token: torch.Tensor
+
+def teaching_tree_verifier(rule: Callable[..., tuple[int, torch.Tensor]]) -> TreeVerifier:
+    """Wrap a multi-draft rule `rule(candidates, q_probs, p_probs, generator) -> (i, token)`
+    (`verify.multi_draft_sample`, or a broken one) as a `TreeVerifier`: `tree_sample` with it
+    (`tree_greedy` when greedy), run as written on any tree, with its own host syncs. For
+    teaching and for the tests of the tests, not for speed."""
+
+    def verifier(tree, p_logits, cfg, generator=None) -> Verdict:
+        if cfg.greedy:
+            path, token = tree_greedy(tree, p_logits)
+        else:
+            path, token = tree_sample(tree, logits_to_probs(p_logits, cfg), generator, rule)
+        token = torch.as_tensor(token, device=p_logits.device)
+        drafted = tree.path_tokens(tree.branch(path))
+        return Verdict(path, int(token), drafted, tree.tokens[path], token)
+
+    return verifier
 
 
 def verify_tree_on_device(
@@ -250,7 +258,7 @@ def verify_tree_on_device(
     p_logits: torch.Tensor,
     cfg: SamplingConfig,
     generator: torch.Generator | None = None,
-) -> TreeVerdict:
+) -> Verdict:
     """`tree_greedy` or `tree_sample` (with `multi_draft_sample`) on the device, read by ONE
     host sync. Needs a tree with a fixed layout (`tree.widths`, what `build_tree` drafts).
 
@@ -268,23 +276,18 @@ def verify_tree_on_device(
     levels = _levels(widths)
     tokens = tree.tokens.to(p_logits.device)  # (N,)
     if cfg.greedy:
-        choices, next_tokens, flags = _greedy_levels(tree, tokens, p_logits, levels)
+        out = _greedy_levels(tree, tokens, p_logits, levels)
     else:
-        choices, next_tokens, flags = _sampled_levels(
-            tree, tokens, p_logits, cfg, generator, levels
-        )
-    n, row, path_rows = _walk_levels(choices, widths, levels, tokens)
-    token = next_tokens.index_select(0, row[None])[0]  # 0-d
+        out = _sampled_levels(tree, tokens, p_logits, cfg, generator, levels)
+    n, row, path_rows = _walk_levels(out.stop, widths, levels, tokens)
+    token = out.token.index_select(0, row[None])[0]  # 0-d
     accepted = tokens.index_select(0, (path_rows - 1).clamp_min(0))  # (depth,)
-    outcome = torch.cat([n[None], token[None], path_rows, tokens, flags.long()])
+    outcome = torch.cat([n[None], token[None], path_rows, tokens, out.flags.long()])
     n_host, token_host, *rest = outcome.tolist()  # THE host sync of the verification
-    if any(rest[-4:]):
-        raise_for(rest[-4:], tokens, p_logits.shape[-1])
-    path = [r - 1 for r in rest[:n_host]]
-    branch, node, host_tokens = list(path), path[-1] if path else -1, rest[len(widths) : -4]
-    while (node := tree.first_child(node)) is not None:
-        branch.append(node)
-    return TreeVerdict(path, token_host, [host_tokens[i] for i in branch], accepted[:n_host], token)
+    raise_for(rest[-4:], tokens, p_logits.shape[-1])
+    path, host_tokens = [r - 1 for r in rest[:n_host]], rest[len(widths) : -4]
+    drafted = [host_tokens[i] for i in tree.branch(path)]
+    return Verdict(path, token_host, drafted, accepted[:n_host], token)
 
 
 _Levels = list[tuple[int, int, slice]]  # per level: (first row, W nodes, their children)
@@ -304,9 +307,9 @@ def _levels(widths: tuple[int, ...]) -> _Levels:
 
 def _greedy_levels(
     tree: TokenTree, tokens: torch.Tensor, p_logits: torch.Tensor, levels: _Levels
-) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+) -> DeviceOutcome:
     """Per level, (W,) the first child equal to the target's argmax (k if none); the argmax
-    after every row (1 + N,); the four input flags (only NaN can be wrong when greedy)."""
+    after every row (1 + N,); the input flags (only NaN can be wrong when greedy)."""
     best, next_tokens = p_logits.max(-1)  # (1 + N,) argmax's first-maximum rule
     choices = []
     for (lo, width, nodes), k in zip(levels, tree.widths, strict=False):
@@ -314,8 +317,7 @@ def _greedy_levels(
         if tree.alive is not None:  # (a greedy draft has no empty slots)
             match &= tree.alive.to(tokens.device)[nodes].view(width, k)
         choices.append(_first_true(match))
-    no = torch.zeros((), dtype=torch.bool, device=tokens.device)
-    return choices, next_tokens, torch.stack([no, torch.isnan(best).any(), no, no])
+    return DeviceOutcome(choices, next_tokens, greedy_flags(best))
 
 
 def _sampled_levels(
@@ -325,10 +327,10 @@ def _sampled_levels(
     cfg: SamplingConfig,
     generator: torch.Generator | None,
     levels: _Levels,
-) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+) -> DeviceOutcome:
     """Per level, (W,) the child accepted by recursive rejection sampling (k if none); one token
     per row (1 + N,) from what is left there (the last residual; p at a leaf, the bonus); the
-    four input flags."""
+    input flags (`value_flags`, empty slots exempt)."""
     device, vocab = tokens.device, p_logits.shape[-1]
     p_probs = logits_to_probs(p_logits, cfg, check=False)  # (1 + N, V)
     q_probs = tree.q_probs.to(device)  # (N, V)
@@ -357,7 +359,7 @@ def _sampled_levels(
     weights = torch.cat(left)  # (1 + N, V)
     u = uniforms(weights.shape[0], generator, device)  # (1 + N, 1)
     next_tokens = inverse_cdf(weights.cumsum(-1, dtype=cdf_dtype(device)), u)  # (1 + N,)
-    return choices, next_tokens, _tree_flags(tokens, q_probs, p_probs, alive)
+    return DeviceOutcome(choices, next_tokens, value_flags(tokens, q_probs, p_probs, alive))
 
 
 def _walk_levels(
@@ -386,25 +388,6 @@ def _first_true(flags: torch.Tensor) -> torch.Tensor:
     """(W, k) bool -> (W,) the index of the first True per row, k if none (no sync)."""
     stop = torch.cat([flags, flags.new_ones(flags.shape[0], 1)], 1)  # (W, k + 1)
     return stop.to(torch.uint8).argmax(1)  # the first maximum
-
-
-def _tree_flags(
-    tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: torch.Tensor, alive
-) -> torch.Tensor:
-    """`engine.fused.value_flags` for a tree: (4,) bool on the device (q bad, p bad, a token
-    outside [0, V), a drafted token of zero q), empty slots exempt from the last."""
-    vocab = p_probs.shape[-1]
-
-    def bad(probs: torch.Tensor) -> torch.Tensor:
-        if probs.numel() == 0:
-            return torch.zeros((), dtype=torch.bool, device=probs.device)
-        lo, hi = torch.aminmax(probs)
-        return ~((lo >= 0) & (hi < math.inf))
-
-    outside = (tokens < 0) | (tokens >= vocab)  # (N,)
-    q_x = q_probs.gather(1, tokens.clamp(0, vocab - 1)[:, None])[:, 0]  # (N,)
-    zero = q_x <= 0 if alive is None else alive & (q_x <= 0)
-    return torch.stack([bad(q_probs), bad(p_probs), outside.any(), zero.any()])
 
 
 # ------------------------------------------------------------------------- choosing a tree shape
@@ -467,8 +450,8 @@ def tree_step(
     branching: tuple[int, ...],
     cfg: SamplingConfig,
     generator: torch.Generator | None = None,
-    verify_siblings: Callable[..., tuple[int, torch.Tensor]] | None = None,
-    siblings: Callable[..., tuple[torch.Tensor, torch.Tensor]] = draw_siblings,
+    verifier: TreeVerifier = verify_tree_on_device,
+    siblings: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> tuple[torch.Tensor, Step]:
     """One token-tree step after the accepted sequence `ids` (L,). Returns (new ids, Step).
 
@@ -480,38 +463,22 @@ def tree_step(
     there (`verify_tree_on_device`), and the verdict comes back in one read. The sessions build
     each tree forward's attention mask and positions from `parents` on the host (the layout is
     known there) and copy them without waiting for the device (tests/test_simulated_device.py
-    pins the count). A `verify_siblings` rule (None: `verify.multi_draft_sample`'s, on the
-    device) or a learner's `siblings` runs as written, node by node, with its own host syncs.
+    pins the count). A `teaching_tree_verifier` or a learner's `siblings` runs as written, node
+    by node, with its own host syncs.
     """
     # 1. Draft a tree.
     tree = build_tree(draft, ids, branching, cfg, generator, siblings)
     # 2. One target forward over the last accepted token and every node.
     p_logits = target.tree_logits(ids, tree.tokens, tree.parents)  # (1 + N, V)
-    # 3. Walk down the tree: on the device, with the step's one read of the outcome, unless a
-    #    learner's rule replaces the multi-draft rule or the sibling sampler (teaching only).
-    if tree.widths is not None and (cfg.greedy or verify_siblings is None):
-        verdict = verify_tree_on_device(tree, p_logits, cfg, generator)
-        path, token, accepted = verdict.path, verdict.token, verdict.accepted
-        drafted, next_token = verdict.branch, verdict.next_token
-    else:
-        if cfg.greedy:
-            path, token = tree_greedy(tree, p_logits)
-        else:
-            rule = verify_siblings or multi_draft_sample
-            path, token = tree_sample(tree, logits_to_probs(p_logits, cfg), generator, rule)
-        token = torch.as_tensor(token, device=ids.device)
-        accepted = tree.tokens[path]  # (n,)
-        branch, node = list(path), path[-1] if path else -1
-        while (node := tree.first_child(node)) is not None:
-            branch.append(node)
-        drafted, next_token = tree.path_tokens(branch), int(token)
-    ids = torch.cat([ids, accepted, token[None]])
+    # 3. Walk down the tree: accept a path, then add one target token (residual or bonus sample).
+    verdict = verifier(tree, p_logits, cfg, generator)
+    ids = torch.cat([ids, verdict.accepted, verdict.token[None]])
     # 4. Roll back to the accepted sequence. The lean runtime keeps the accepted branch's keys
     #    and values; transformers' sessions dropped the tree and re-feed the branch next step.
     for session in (target, draft):
-        session.keep_branch(path)
+        session.keep_branch(verdict.path)
         session.crop(ids.shape[0] - 1)
-    return ids, Step(drafted, len(path), next_token)
+    return ids, Step(verdict.drafted, verdict.n, verdict.next_token)
 
 
 def tree_speculative_generate(
@@ -529,15 +496,16 @@ def tree_speculative_generate(
     vocab_size: int | None = None,
     on_step: Callable[[Step], None] | None = None,
     verify_siblings: Callable[..., tuple[int, torch.Tensor]] | None = None,
-    siblings: Callable[..., tuple[torch.Tensor, torch.Tensor]] = draw_siblings,
-    runtime: str = "auto",
+    siblings: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None,
+    runtime: str = DEFAULT_RUNTIME,
 ) -> Generation:
     """Token-tree speculative decoding; same arguments and result type as `speculative_generate`.
 
     `branching` gives the tree shape per level (its length is the depth γ). `draft` is a mock or
     transformers model (a `Session` for it is opened here). `verify_siblings` and `siblings`
-    swap the multi-draft rule and the sibling sampler, for teaching only (`specdec_lab.proof.broken`).
-    The output is distributed exactly as autoregressive sampling from the target.
+    swap the multi-draft rule and the sibling sampler (`specdec_lab.proof.broken`), for teaching
+    only; greedy decoding uses neither. The output is distributed exactly as autoregressive
+    sampling from the target.
     """
     cfg = SamplingConfig(temperature, top_k, top_p)
     if not branching or any(not isinstance(k, int) or k < 1 for k in branching):
@@ -550,10 +518,13 @@ def tree_speculative_generate(
     q_model = open_session(draft, vocab_size, runtime)
     check_same_vocab(p_model.vocab_size, q_model)
     generator = generator_on(generator, p_model.device)  # every draw where the models are
+    verifier = verify_tree_on_device  # greedy, or the multi-draft rule on a level-wide tree
+    if not cfg.greedy and (verify_siblings is not None or siblings is not None):
+        verifier = teaching_tree_verifier(verify_siblings or multi_draft_sample)
 
     def step(ids: torch.Tensor, depth: int) -> tuple[torch.Tensor, Step]:
         shape = tuple(branching[:depth])  # the token budget may cut the tree short
-        return tree_step(p_model, q_model, ids, shape, cfg, generator, verify_siblings, siblings)
+        return tree_step(p_model, q_model, ids, shape, cfg, generator, verifier, siblings)
 
     return run_steps(
         p_model, q_model, step, input_ids, max_new_tokens, len(branching), eos_token_id, on_step
@@ -567,6 +538,7 @@ __all__ = [
     "draw_sibling_slots",
     "draw_siblings",
     "expected_tree_tokens",
+    "teaching_tree_verifier",
     "tree_greedy",
     "tree_sample",
     "tree_speculative_generate",

@@ -1,4 +1,5 @@
-"""specdec_lab.course.capstone: engine-style counters, Exercises 7.1 and 7.2, the capstone report.
+"""specdec_lab.measure.capstone (engine-style counters, the capstone's plan and report) and its
+checks in specdec_lab.course.checks (Exercises 7.1 and 7.2, `check_report`).
 
 The counters must read as vLLM and llama.cpp compute theirs; each check must pass on a right
 answer and fail, with a sentence, on the wrong ones (tests/wrong_answers/07_engines_and_capstone.py
@@ -13,10 +14,14 @@ import math
 import runpy
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
-from specdec_lab import decoding, theory
-from specdec_lab.course import capstone
+from specdec_lab import decoding, theory, verify
+from specdec_lab.course import checks
+from specdec_lab.course.checks import nb07_engines_and_capstone as nb07
+from specdec_lab.measure import capstone, records
 
 WRONG = runpy.run_path(str(Path(__file__).parent / "wrong_answers" / "07_engines_and_capstone.py"))[
     "WRONG_ANSWERS"
@@ -128,15 +133,15 @@ def my_counters() -> tuple[dict, float]:
     return capstone.engine_counters(stats, 4)["vllm"], stats.acceptance_rate
 
 
-def run_7_1(answer=right_alpha, prediction="α̂ is higher", left_out=capstone.LEFT_OUT):
+def run_7_1(answer=right_alpha, prediction="α̂ is higher", left_out=nb07.LEFT_OUT):
     counters, alpha = my_counters()
-    return capstone.exercise_7_1(answer, prediction, left_out, counters, alpha, 0.05, 1.3, 1.4)
+    return checks.exercise_7_1(answer, prediction, left_out, counters, alpha, 0.05, 1.3, 1.4)
 
 
 def test_exercise_7_1_passes_a_right_answer_and_the_closed_form_is_the_pooled_rate() -> None:
     assert run_7_1() == pytest.approx(my_counters()[1])
-    for _label, accepted, gamma in capstone._worked_7_1():
-        vllm, want = capstone._counters_of(accepted, gamma)
+    for _label, accepted, gamma in nb07._worked_7_1():
+        vllm, want = nb07._counters_of(accepted, gamma)
         assert right_alpha(vllm["num_drafts"], vllm["num_accepted_tokens_per_pos"]) == (
             pytest.approx(want, abs=1e-12)
         )
@@ -148,7 +153,7 @@ def test_exercise_7_1_fails_on_wrong_answers(label: str) -> None:
     kw = {
         "answer": wrong["alpha_from_counters"],
         "prediction": wrong.get("prediction_7_1", "α̂ is higher"),
-        "left_out": wrong.get("left_out_7_1", capstone.LEFT_OUT),
+        "left_out": wrong.get("left_out_7_1", nb07.LEFT_OUT),
     }
     with pytest.raises(AssertionError, match=r"^Exercise 7\.1"):
         run_7_1(**kw)
@@ -176,15 +181,15 @@ CURVE = [1.0, 1.1, 1.18, 1.3, 1.35, 1.5, 1.62]
 
 
 def test_exercise_7_2_passes_the_reference_plan_and_fails_on_wrong_ones() -> None:
-    plan = capstone.exercise_7_2(capstone.best_plan, 0.75, 0.03, 0.06, CURVE)
+    plan = checks.exercise_7_2(capstone.best_plan, 0.75, 0.03, 0.06, CURVE)
     g = plan["gamma"]
     assert g == max(range(1, len(CURVE)), key=lambda k: theory.speedup(0.75, k, 0.06, CURVE[k]))
     assert plan["predicted_low"] < plan["predicted"] < plan["predicted_high"]
     for wrong in WRONG["7.2"].values():
         with pytest.raises(AssertionError, match=r"^Exercise 7\.2"):
-            capstone.exercise_7_2(wrong, 0.75, 0.03, 0.06, CURVE)
+            checks.exercise_7_2(wrong, 0.75, 0.03, 0.06, CURVE)
     with pytest.raises(AssertionError, match="keys"):
-        capstone.exercise_7_2(lambda *a: {"gamma": 3}, 0.75, 0.03, 0.06, CURVE)
+        checks.exercise_7_2(lambda *a: {"gamma": 3}, 0.75, 0.03, 0.06, CURVE)
 
 
 PROMPTS = [[4, 1, 0, 2], [4, 3, 1, 4], [0, 1, 0, 0]]  # accepted per step, γ = 4, three prompts
@@ -201,7 +206,7 @@ def good_report(plain=(1.0, 1.2, 0.9), spec=(0.6, 0.9, 0.5)) -> dict:
 
 def test_a_report_from_its_measurements_checks() -> None:
     rep = good_report()
-    summary = capstone.check_report(rep)
+    summary = checks.check_report(rep)
     # α̂ pooled over the prompts: 7 of 10, 12 of 14, 1 of 5 examined (min(n + 1, γ) a step).
     assert (rep["prompt_accepted"], rep["prompt_examined"]) == ([7, 12, 1], [10, 14, 5])
     assert rep["alpha"] == pytest.approx(20 / 29)
@@ -236,7 +241,7 @@ def test_the_verdict_places_the_pooled_speedup_against_the_predicted_interval() 
     assert slow["verdict"] == "below" and slow["measured_pooled"] < low
     assert fast["verdict"] == "above" and fast["measured_pooled"] > high
     for rep in (slow, fast):
-        assert rep["verdict"] in capstone.check_report(rep)
+        assert rep["verdict"] in checks.check_report(rep)
 
 
 def test_per_prompt_predictions_rise_with_each_prompts_alpha() -> None:
@@ -273,13 +278,13 @@ def binomial_report() -> dict:
 
 
 def test_check_report_refuses_the_binomial_standard_error() -> None:
-    with pytest.raises(capstone.ReportError, match="binomial SE.*across prompts"):
-        capstone.check_report(binomial_report())
+    with pytest.raises(nb07.ReportError, match="binomial SE.*across prompts"):
+        checks.check_report(binomial_report())
     # With the SE right but the interval still from the binomial SE, the interval is named.
     rep = binomial_report()
     rep["alpha_se"] = good_report()["alpha_se"]
-    with pytest.raises(capstone.ReportError, match="predicted_low.*binomial"):
-        capstone.check_report(rep)
+    with pytest.raises(nb07.ReportError, match="predicted_low.*binomial"):
+        checks.check_report(rep)
 
 
 @pytest.mark.parametrize(
@@ -312,5 +317,162 @@ def test_check_report_refuses_the_binomial_standard_error() -> None:
     ],
 )
 def test_check_report_refuses_numbers_that_do_not_add_up(label: str, changes, says) -> None:
-    with pytest.raises(capstone.ReportError, match=says):
-        capstone.check_report(edited(**changes))
+    with pytest.raises(nb07.ReportError, match=says):
+        checks.check_report(edited(**changes))
+
+
+# --- real engine logs and Exercise 7.3 -----------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_quoted_logs_parse_to_counters_that_print_as_they_do() -> None:
+    logs = {name: capstone.parse_engine_log(log) for name, log in capstone.ENGINE_LOGS.items()}
+    vllm_log, server = logs["vllm-ngram"], logs["llama-server-eagle3"]
+    assert (vllm_log["num_drafts"], vllm_log["num_draft_tokens"]) == (59, 295)
+    assert vllm_log["num_accepted_tokens_per_pos"] == [58, 56, 54, 52, 42]
+    assert vllm_log["num_accepted_tokens"] == 262 and vllm_log["new_tokens"] is None
+    printed = capstone.vllm_metrics(vllm_log)  # the line, recomputed from the counters
+    assert round(printed["mean_acceptance_length"], 2) == 5.44
+    assert round(100 * printed["draft_acceptance_rate"], 1) == 88.8
+    assert [round(x, 3) for x in printed["per_position_acceptance_rate"]] == [
+        0.983,
+        0.949,
+        0.915,
+        0.881,
+        0.712,
+    ]
+    assert (server["num_drafts"], server["num_draft_tokens"], server["gamma"]) == (87, 259, 3)
+    assert server["num_accepted_tokens_per_pos"] == [70, 55, 42]
+    assert (server["new_tokens"], server["ms_per_token"]) == (256, 8.97)
+    assert capstone.log_tokens_per_call(server) == pytest.approx(256 / 89)
+    assert capstone.log_tokens_per_call(vllm_log) is None
+    for log in capstone.ENGINE_LOGS.values():
+        assert log.source.startswith("https://github.com/") and log.text.strip()
+
+
+def test_a_log_whose_rounding_allows_several_draft_counts_is_refused() -> None:
+    # 32594 accepted over about 10,000 drafts: a 2-decimal mean length fits dozens of counts.
+    line = (
+        "SpecDecoding metrics: Mean acceptance length: 4.26, Accepted: 32594 tokens, "
+        "Drafted: 53716 tokens, Per-position acceptance rate: 0.9, 0.8, 0.7, 0.6, 0.5"
+    )
+    with pytest.raises(ValueError, match="/metrics"):
+        capstone.parse_vllm_log(line)
+    with pytest.raises(ValueError, match="no 'Accepted"):
+        capstone.parse_vllm_log("SpecDecoding metrics: Mean acceptance length: 2.00")
+
+
+def test_alpha_range_brackets_the_true_alpha_and_is_exact_for_full_drafts() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        gamma = int(rng.integers(1, 7))
+        lengths = [int(x) for x in rng.integers(1, gamma + 1, size=int(rng.integers(1, 12)))]
+        lengths[0] = gamma  # the longest draft sets γ
+        kept = [int(rng.integers(0, g + 1)) for g in lengths]
+        counters, true_alpha = nb07._drafts_counters(lengths, kept)
+        low, high = capstone.alpha_range(
+            counters["num_drafts"],
+            counters["num_draft_tokens"],
+            counters["num_accepted_tokens_per_pos"],
+        )
+        assert low - 1e-12 <= true_alpha <= high + 1e-12 and high <= 1 + 1e-12
+        if all(g == gamma for g in lengths):
+            full = decoding.GenerationStats(accepted=kept, gammas=lengths).acceptance_rate
+            assert low == pytest.approx(high) == pytest.approx(full)
+    with pytest.raises(ValueError, match="cannot hold"):
+        capstone.alpha_range(2, 9, [1, 0, 0, 0])  # 9 tokens in 2 drafts of at most 4
+
+
+def test_drafting_counters_count_every_step_that_drafted() -> None:
+    stats = stats_of([2, 0, 0, 1, 3], [3, 0, 1, 2, 3])  # a step that drafted nothing, short ones
+    counters = capstone.drafting_counters(stats, 3)
+    assert counters == {
+        "num_drafts": 4,
+        "num_draft_tokens": 9,
+        "num_accepted_tokens": 6,
+        "num_accepted_tokens_per_pos": [3, 2, 1],
+    }
+    low, high = capstone.alpha_range(4, 9, [3, 2, 1])
+    assert low <= stats.acceptance_rate <= high
+    with pytest.raises(ValueError, match="between 1 and"):
+        capstone.drafting_counters(stats, 2)
+
+
+def run_7_3(answer=capstone.alpha_range, prediction="the mean acceptance length is higher"):
+    logs = {name: capstone.parse_engine_log(log) for name, log in capstone.ENGINE_LOGS.items()}
+    stats = stats_of([2, 0, 0, 1, 3], [3, 0, 1, 2, 3])
+    lookup = capstone.drafting_counters(stats, 3)
+    return checks.exercise_7_3(answer, prediction, logs, lookup, stats.acceptance_rate, 1.5)
+
+
+def _right_range(num_drafts, num_draft_tokens, accepted_per_pos):
+    gamma, accepted = len(accepted_per_pos), sum(accepted_per_pos)
+    examined = num_drafts + sum(accepted_per_pos[:-1])
+    short = min(gamma * num_drafts - num_draft_tokens, accepted_per_pos[0] - accepted_per_pos[-1])
+    return accepted / examined, accepted / (examined - short)
+
+
+def test_exercise_7_3_passes_a_right_answer() -> None:
+    run_7_3(_right_range)
+
+
+@pytest.mark.parametrize("label", list(WRONG["7.3"]))
+def test_exercise_7_3_fails_on_wrong_answers(label: str) -> None:
+    wrong = WRONG["7.3"][label]
+    with pytest.raises(AssertionError, match=r"^Exercise 7\.3"):
+        run_7_3(wrong["alpha_range"], wrong.get("prediction_7_3", "they are equal"))
+
+
+def test_exercise_7_3_stub_and_prediction() -> None:
+    with pytest.raises(NotImplementedError):
+        run_7_3(_right_range, prediction=None)
+    with pytest.raises(AssertionError, match="two numbers"):
+        run_7_3(lambda n, d, a: 0.5)
+
+
+# --- the capstone's worked exemplar --------------------------------------------------------------
+
+
+def test_the_exemplar_quotes_a_record_whose_reports_check() -> None:
+    """docs/capstone_exemplar.md quotes data/results/capstone-exemplar-cpu-embedded.json
+    (scripts/capstone_exemplar.py): each report's check_report line and per-prompt table
+    verbatim, the curve and the ratios its interpretation reads."""
+    record = records.load_results(ROOT / "data/results/capstone-exemplar-cpu-embedded.json")
+    doc = (ROOT / "docs" / "capstone_exemplar.md").read_text(encoding="utf-8")
+    reports = record["results"]["reports"]
+    assert set(reports) == {"0", "1"} and record["results"]["rounds"] == 3
+    for rep in reports.values():
+        assert checks.check_report(rep) in doc
+        assert capstone.per_prompt_table(rep) in doc
+        assert rep["verdict"] == "inside" and rep["gamma"] == 5
+    curve = ", ".join(f"{x:.2f}" for x in reports["0"]["verify_curve"])
+    assert f"k = 1..9 new tokens: {curve}." in " ".join(doc.split())
+    greedy, sampled = reports["0"], reports["1"]
+
+    def ratios_of(rep: dict) -> list[float]:  # measured over predicted, per prompt
+        pairs = zip(rep["measured_per_prompt"], rep["predicted_per_prompt"], strict=True)
+        return [m / p for m, p in pairs]
+
+    ratios = ratios_of(greedy)
+    assert all(r < 1 for r in ratios)  # every greedy prompt short of its own prediction
+    assert ", ".join(f"{r:.2f}" for r in ratios) == "0.73, 0.76, 0.90, 0.87"
+    assert (round(1 - max(ratios), 2), round(1 - min(ratios), 2)) == (0.10, 0.27)
+    ratios = ratios_of(sampled)
+    assert (round(min(ratios), 2), round(max(ratios), 2)) == (0.87, 1.05)
+    assert round(greedy["measured_pooled"] / greedy["predicted"], 2) == 0.82
+    assert round(sampled["measured_pooled"] / sampled["predicted"], 2) == 0.94
+    assert sampled["alpha_se"] < sampled["alpha_se_binomial"]  # "came out below it"
+    assert greedy["alpha_se"] > 1.9 * greedy["alpha_se_binomial"]  # "twice the binomial one"
+
+
+def test_the_formula_sheet_states_what_the_package_computes() -> None:
+    """docs/formulas.md's worked numbers for Exercise 7.3 and argmax drafting."""
+    sheet = " ".join((ROOT / "docs" / "formulas.md").read_text(encoding="utf-8").split())
+    low, high = capstone.alpha_range(87, 259, [70, 55, 42])
+    assert f"give {low:.3f} ≤ α̂ ≤ {high:.3f} and 256 / 89 = {256 / 89:.2f} tokens" in sheet
+    p = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    assert verify.acceptance_rate(p, p).item() == pytest.approx(1) and p.max().item() == 0.5
+    p, q = torch.tensor([0.85, 0.05, 0.05, 0.05]), torch.tensor([0.28, 0.24, 0.24, 0.24])
+    sampled, top = verify.acceptance_rate(p, q).item(), p[q.argmax()].item()
+    assert f"gives {sampled:.2f} sampled and {top:.2f} by argmax" in sheet

@@ -1,5 +1,6 @@
 """The command-line entry points: demo and bench run end to end and print their summaries."""
 
+import dataclasses
 import math
 import re
 import subprocess
@@ -9,9 +10,10 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import data, decoding, env, models
+from specdec_lab import data, decoding, env, heads, models
 from specdec_lab.__main__ import main
 from specdec_lab.data import MODELS_DIR
+from specdec_lab.engine import sessions
 from specdec_lab.measure import bench, records
 from specdec_lab.measure.bench_plan import Kind, Method, plan
 from specdec_lab.models import Pair
@@ -163,6 +165,28 @@ def test_bench_plan_carries_each_methods_temperature_and_kind() -> None:
     assert all(m.ours == ("(ours" in m.name) for m in methods)
     trees = [m for m in methods if m.kind is Kind.TREE]  # shaped once the chains ran
     assert [t.temperature for t in trees] == [0.0, 1.0] and all(t.branching is None for t in trees)
+
+
+def _sessions_in(obj) -> list:
+    """The sessions a maker's target or drafter runs on: itself, or those its drafter wraps."""
+    if isinstance(obj, (sessions.MockSession, sessions.HFSession, sessions.LeanSession)):
+        return [obj]
+    inner = [getattr(obj, name, None) for name in ("session", "drafter", "target")]
+    return [s for x in inner if x is not None for s in _sessions_in(x)]
+
+
+@pytest.mark.parametrize("runtime", ["lean", "hf"])
+def test_bench_makers_open_their_sessions_on_the_rows_runtime(runtime, tmp_path) -> None:
+    """A row labelled "hf" runs on transformers' forward: every maker of the plan, the tree's
+    and the draft head's included, opens the target and any draft model on the given runtime."""
+    heads.save_head(heads.DraftHead(heads.HeadConfig(hidden_size=32)), tmp_path, {})
+    pair = dataclasses.replace(_tiny_pair(), head_dir=tmp_path)
+    makers = {m.name: m.make for m in plan(pair, bench.QUICK) if m.make is not None}
+    assert {"tree (ours, lean)", "draft head γ=4 (ours, lean)"} <= set(makers)
+    for name, make in makers.items():
+        target, drafter = make(pair, runtime)
+        assert [s.runtime for s in _sessions_in(target)] == [runtime], name
+        assert all(s.runtime == runtime for s in _sessions_in(drafter)), name
 
 
 def test_bench_row_takes_its_temperature_from_the_method() -> None:

@@ -1,6 +1,8 @@
 """The self-drafting head: exact with any weights, no extra target call, learns in seconds on a
 micro Llama, and round-trips through its float16 checkpoint."""
 
+import copy
+
 import pytest
 import torch
 
@@ -214,3 +216,27 @@ def test_token_stream_windows_are_consecutive_tokens_of_the_text(tmp_path) -> No
     assert batch.shape == (8, 16)
     for row in batch.tolist():
         assert "".join(map(chr, row)) in body  # a window of the text, in order
+
+
+def test_on_the_cpu_a_head_drafts_in_float32_beside_a_bfloat16_target(micro, truncated, tmp_path):
+    heads.save_head(truncated, tmp_path / "t", {})
+    loaded = heads.load_head(tmp_path / "t", "cpu", torch.bfloat16)
+    assert next(loaded.parameters()).dtype == torch.float32
+    target = copy.deepcopy(micro).to(torch.bfloat16)
+    session, drafter = heads.head_drafter(target, loaded)
+    assert drafter.table_t.dtype == torch.float32  # the LM head's rows, cast to the head's dtype
+    # built once per LM-head weight: a second drafter shares it, a changed weight rebuilds it
+    assert heads.head_drafter(target, loaded)[1].table_t is drafter.table_t
+    with torch.no_grad():
+        target.get_output_embeddings().weight.mul_(2)
+    rebuilt = heads.head_drafter(target, loaded)[1].table_t
+    torch.testing.assert_close(rebuilt, 2 * drafter.table_t, rtol=1e-2, atol=1e-2)
+    prompt = PROMPTS[0]
+    out = decoding.speculative_generate(session, drafter, prompt, 8, 2, temperature=0)
+    assert out.stats.draft_calls > 0 and out.tokens.shape == (8,)
+    # sampled: a proposal from the float32 head is a distribution on its own tokens
+    ids = torch.cat([prompt, out.tokens])
+    tokens, q = drafter.propose(ids, 3, SamplingConfig(1.0), torch.Generator().manual_seed(0))
+    assert tokens.shape == (3,)
+    assert torch.isin(tokens, TRUNCATED).all()
+    torch.testing.assert_close(q.sum(-1), torch.ones(3))

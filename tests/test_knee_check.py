@@ -37,6 +37,7 @@ def test_a_reading_at_the_band_edge_counts_either_way() -> None:
         (dict(RIGHT, mid=8), "first k outside the band"),
         (dict(RIGHT, big=2), "first k outside the band"),  # one grid step too far
         (dict(RIGHT, **{"worked example": 32}), "a later k that dips back in"),
+        (dict(RIGHT, **{"worked example": 64}), "divided by the k = 1 median"),  # γ = 63 free
         (dict(RIGHT, tiny=2), "fastest k"),
         (dict(RIGHT, tiny=1), "still inside the band"),
         (dict(RIGHT, mid=3), "not a k of the grid"),
@@ -48,6 +49,13 @@ def test_a_reading_at_the_band_edge_counts_either_way() -> None:
 def test_misreadings_fail_with_a_sentence(wrong, message) -> None:
     with pytest.raises(AssertionError, match=f"Exercise 5.1: .*{message}"):
         check(wrong)
+
+
+def test_a_reading_off_the_median_normalised_row_is_told_so() -> None:
+    medians = dict(MEASURED, mid=[46.0, 10.4, 10.7, 12.8, 15.3, 25.5, 50.5])  # a slow k = 1 median
+    with pytest.raises(AssertionError, match="mid: k = 64 is the knee of the row divided by"):
+        checks.exercise_5_1(dict(RIGHT, mid=64), KS, MEASURED, 0.1, 6, medians)
+    assert checks.exercise_5_1(dict(RIGHT), KS, MEASURED, 0.1, 6, medians) == RIGHT
 
 
 def test_the_stub_is_not_an_answer() -> None:

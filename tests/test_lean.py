@@ -24,6 +24,7 @@ from transformers import (
 from specdec_lab import decoding, tree
 from specdec_lab.engine import linear, llama, sessions
 from specdec_lab.engine.linear import Linear, can_pack
+from specdec_lab.proof import mock
 
 V = 96
 SMALL = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_attention_heads=4)
@@ -225,6 +226,23 @@ def test_uncovered_models_fall_back_or_raise() -> None:
         decoding.autoregressive_generate(windowed, _ids(4), 4, runtime="lean")
     with pytest.raises(ValueError, match="runtime must be one of"):
         sessions.open_session(windowed, runtime="fast")
+
+
+def test_an_open_session_refuses_another_runtime() -> None:
+    """A session passed in is returned as it is, on its own runtime: the default accepts it,
+    the same runtime too, and the other one is refused, naming both (and so is `runtime_of`)."""
+    m = _model(CONFIGS["llama-gqa-tied"])
+    for runtime, other in (("lean", "hf"), ("hf", "lean")):
+        session = sessions.open_session(m, runtime=runtime)
+        assert sessions.open_session(session) is session
+        assert sessions.open_session(session, runtime=runtime) is session
+        for ask in (sessions.open_session, sessions.runtime_of):
+            with pytest.raises(
+                ValueError, match=f"'{other}', but this session runs on '{runtime}'"
+            ):
+                ask(session, runtime=other)
+    mock_session = sessions.open_session(mock.MockLM(vocab_size=V))  # a mock has no runtime
+    assert sessions.open_session(mock_session, runtime="lean") is mock_session
 
 
 def test_sliding_window_model_decodes_past_its_window_on_hf() -> None:

@@ -147,27 +147,25 @@ def _level_tree(g, widths, vocab, support=None):
 
 @pytest.mark.parametrize("widths", [(1,), (3,), (2, 2), (3, 1, 1), (2, 3, 1)])
 def test_tree_walk_on_device_matches_the_reference_walks(widths) -> None:
+    """`verify_tree_on_device` against `tree_greedy` and `tree_sample`, run as written by the
+    teaching verifier: the same path, next token, branch followed and tokens kept."""
     g = torch.Generator().manual_seed(0)
+    reference_walk = tree.teaching_tree_verifier(verify.multi_draft_sample)
     greedy, one_hot = SamplingConfig(0.0), SamplingConfig(1.0)
     for trial in range(30):
         t = _level_tree(g, widths, 6, support=2 if trial % 2 else None)
         n = t.tokens.shape[0]
         logits = torch.randn(1 + n, 6, generator=g)
         logits[:, 0] += 0.5 * trial % 3  # now and then a long accepted path
-        verdict = tree.verify_tree_on_device(t, logits, greedy)
-        path, nxt = tree.tree_greedy(t, logits)
-        assert (verdict.path, verdict.next_token) == (path, int(nxt))
-        assert verdict.accepted.tolist() == t.path_tokens(path)
         # A one-hot target makes sampling deterministic: both walks follow it exactly.
         p_logits = torch.full((1 + n, 6), -1e9).scatter_(1, logits.argmax(-1, keepdim=True), 0.0)
-        verdict = tree.verify_tree_on_device(t, p_logits, one_hot, g)
-        p = torch.softmax(p_logits, -1)
-        path, nxt = tree.tree_sample(t, p, g)
-        assert (verdict.path, verdict.next_token) == (path, int(nxt))
-        branch = list(path)
-        while (node := t.first_child(branch[-1] if branch else -1)) is not None:
-            branch.append(node)
-        assert verdict.branch == t.path_tokens(branch)
+        for scores, cfg in ((logits, greedy), (p_logits, one_hot)):
+            on_device = tree.verify_tree_on_device(t, scores, cfg, g)
+            reference = reference_walk(t, scores, cfg, g)
+            for field in ("path", "next_token", "drafted"):
+                assert getattr(on_device, field) == getattr(reference, field), field
+            assert on_device.accepted.tolist() == reference.accepted.tolist()
+            assert on_device.drafted[: on_device.n] == t.path_tokens(on_device.path)
 
 
 def test_tree_verification_on_device_follows_p_with_empty_slots() -> None:
@@ -181,7 +179,7 @@ def test_tree_verification_on_device_follows_p_with_empty_slots() -> None:
         t = tree.TokenTree(kids[0], [-1] * 3, rows[0], alive[0], (3,))
         logits = torch.cat([P.log()[None], torch.zeros(3, 6)])  # row 0: p after the root
         verdict = tree.verify_tree_on_device(t, logits, SamplingConfig(1.0), g)
-        outcomes.append(verdict.branch[0] if verdict.path else verdict.next_token)
+        outcomes.append(verdict.drafted[0] if verdict.path else verdict.next_token)
     check = stats.check_against_law(outcomes, P, DELTA)
     assert check.passed, check
 

@@ -73,7 +73,7 @@ def _mock_setup():
     return target, draft, decode, torch.tensor([0, 1]), None, "mock models (26 letters)"
 
 
-def default_pair() -> str:
+def _default_pair() -> str:
     """SmolLM2 and its draft where both are here (real text), else the embedded pair."""
     if smollm2.pair_available():
         return "smollm2-local"
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--runtime",
-        default="auto",
+        default=sessions.DEFAULT_RUNTIME,
         choices=sessions.RUNTIMES,
         help="how transformers models run: our lean forward where it covers the family "
         "(auto, the default), always (lean), or transformers' own (hf)",
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         target, draft, decode, ids, vocab_size, label = _mock_setup()
     else:
         if args.pair is None and args.target is None:
-            args.pair = default_pair()
+            args.pair = _default_pair()
             if args.pair == "embedded":
                 print(
                     f"(for a pretrained model that writes real code, run `{smollm2.FETCH_COMMAND}`)"

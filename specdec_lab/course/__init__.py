@@ -1,8 +1,7 @@
 """Course: what produces the course. A learner never needs to open it.
 
 - `checks`: the exercises' checks, each a test with power against plausible wrong answers, one
-  module per notebook 00-06 (`checks.harness` holds what they share);
-- `capstone`: notebook 07's counters, plan and report, and their checks;
+  module per notebook 00-07 (`checks.harness` holds what they share);
 - `exercises`: the workshop generator (student notebooks from the solution notebooks);
 - `corpus`: the training corpus, built from the Python standard library;
 - `train`: training and distilling the shipped models;

@@ -86,7 +86,7 @@ def is_heldout(relpath: str, heldout_percent: int = 5) -> bool:
     return int(digest[:8], 16) % 100 < heldout_percent
 
 
-def site_packages_root() -> Path:
+def _site_packages_root() -> Path:
     """The running environment's `site-packages` (pure-Python packages)."""
     return Path(sysconfig.get_paths()["purelib"])
 
@@ -119,7 +119,7 @@ def iter_package_files(root: Path | None = None) -> Iterator[tuple[str, Path]]:
     metadata and the editable-install shims of the course itself. Sorted, like
     `iter_source_files`.
     """
-    root = Path(root) if root is not None else site_packages_root()
+    root = Path(root) if root is not None else _site_packages_root()
     for rel, path in _walk(
         root,
         skip_dir=lambda d: d in PACKAGE_EXCLUDED_DIRS or d.endswith(".dist-info"),
@@ -279,7 +279,7 @@ def extract_documents(
             yield Document(rel, code, prose)
 
 
-def package_versions(relpaths: list[str]) -> dict[str, str]:
+def _package_versions(relpaths: list[str]) -> dict[str, str]:
     """`{distribution: version}` for the installed distributions that own any of `relpaths`."""
     from importlib import metadata
 
@@ -322,7 +322,7 @@ def build_corpus(
         "stdlib_root": str(Path(root) if root is not None else stdlib_root()),
         "packages_root": str(packages_root) if packages_root is not None else None,
         "python": platform.python_version(),
-        "packages": package_versions(all_files),
+        "packages": _package_versions(all_files),
         "files_by_source": {
             "stdlib": sum(not f.startswith("site-packages/") for f in all_files),
             "site-packages": sum(f.startswith("site-packages/") for f in all_files),
@@ -394,7 +394,7 @@ def ensure_corpus_and_tokenizer(corpus_dir: Path, tokenizer_dir: Path, vocab_siz
     """Build the corpus (stdlib + installed packages) and the tokenizer if they are missing."""
     corpus_dir = Path(corpus_dir)
     if not (corpus_dir / "code_train.txt").exists():
-        sizes = build_corpus(corpus_dir, packages_root=site_packages_root())
+        sizes = build_corpus(corpus_dir, packages_root=_site_packages_root())
         (corpus_dir / "sizes.json").write_text(json.dumps(sizes, indent=1))
     if not (Path(tokenizer_dir) / "tokenizer.json").exists():
         files = [corpus_dir / f"{d}_train.txt" for d in DOMAINS]

@@ -222,7 +222,7 @@ def list_exercises(src_dir: str | Path = "notebooks") -> list[Exercise]:
     return rows
 
 
-def expected_files(src_dir: str | Path = "notebooks") -> dict[str, str]:
+def _expected_files(src_dir: str | Path = "notebooks") -> dict[str, str]:
     """{file name: text} of the student notebooks that `src_dir` generates."""
     src_dir = Path(src_dir)
     list_exercises(src_dir)  # course-wide numbering check
@@ -235,7 +235,7 @@ def expected_files(src_dir: str | Path = "notebooks") -> dict[str, str]:
     return files
 
 
-def is_generated(path: Path) -> bool:
+def _is_generated(path: Path) -> bool:
     """True if the notebook at `path` carries the marker `make_student` writes."""
     try:
         return GENERATED_KEY in nbformat.read(path, as_version=4).metadata
@@ -245,7 +245,7 @@ def is_generated(path: Path) -> bool:
 
 def differences(src_dir: str | Path = "notebooks", out_dir: str | Path = "workshop") -> list[str]:
     """One line per file of `out_dir` that `generate` would write, change or remove."""
-    expected, out_dir = expected_files(src_dir), Path(out_dir)
+    expected, out_dir = _expected_files(src_dir), Path(out_dir)
     problems = []
     for name, text in expected.items():
         path = out_dir / name
@@ -256,7 +256,7 @@ def differences(src_dir: str | Path = "notebooks", out_dir: str | Path = "worksh
     for path in sorted(out_dir.glob("*.ipynb")):
         if path.name in expected:
             continue
-        if is_generated(path):
+        if _is_generated(path):
             problems.append(f"{path}: stale (no solution notebook with exercises generates it)")
         else:
             problems.append(f"{path}: not generated (only student notebooks belong here)")
@@ -270,7 +270,7 @@ def generate(src_dir: str | Path = "notebooks", out_dir: str | Path = "workshop"
     generated notebooks. Notebooks in `out_dir` that were not generated are left alone. Returns
     the paths written.
     """
-    expected, out_dir = expected_files(src_dir), Path(out_dir)
+    expected, out_dir = _expected_files(src_dir), Path(out_dir)
     written = []
     for name, text in expected.items():
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -280,7 +280,7 @@ def generate(src_dir: str | Path = "notebooks", out_dir: str | Path = "workshop"
             written.append(path)
     for path in sorted(out_dir.glob("*.ipynb")):
         if path.name not in expected:
-            if is_generated(path):
+            if _is_generated(path):
                 path.unlink()
                 print(f"removed stale {path}")
             else:
@@ -423,14 +423,14 @@ def probe(
         wrong[label] = run_check(namespace, check_source, bindings, timeout)
     plain = {}
     for name in names:
-        for other, value in plain_sight_candidates(namespace, name, names).items():
+        for other, value in _plain_sight_candidates(namespace, name, names).items():
             plain[f"{other} as {name}"] = run_check(namespace, check_source, {name: value}, timeout)
     report = {"number": number, "names": names, "wrong": wrong, "plain_sight": plain}
     print(PROBE_MARK + json.dumps(report))
     return report
 
 
-def plain_sight_candidates(
+def _plain_sight_candidates(
     namespace: dict[str, Any], name: str, names: list[str]
 ) -> dict[str, Any]:
     """What the notebook itself defines that could stand in for the answer `name`.

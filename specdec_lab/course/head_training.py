@@ -27,7 +27,7 @@ from specdec_lab.heads import WEIGHTS, DraftHead, HeadConfig, head_drafter, load
 HEAD_DIR = MODELS_DIR / "head"  # the shipped head of the embedded target
 
 
-def head_loss(
+def _head_loss(
     head: DraftHead,
     target,
     feats: torch.Tensor,
@@ -114,7 +114,7 @@ def train_head(
             batch = rng.sample(range(len(ids)), min(batch_size, len(ids)))
             x = torch.stack([feats[i] for i in batch]).to(target.device)  # (B, S, d)
             x_ids = torch.stack([ids[i] for i in batch]).to(target.device)  # (B, S)
-            loss, alphas = head_loss(head, target, x, x_ids, unroll, table)
+            loss, alphas = _head_loss(head, target, x, x_ids, unroll, table)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -170,7 +170,7 @@ def train_head_online(
             ids = windows(batch_size).to(target.device)  # (B, S)
             with torch.no_grad():
                 feats = target.get_decoder()(input_ids=ids).last_hidden_state.float()  # (B, S, d)
-            loss, alphas = head_loss(head, target, feats, ids, unroll, table)
+            loss, alphas = _head_loss(head, target, feats, ids, unroll, table)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -267,7 +267,7 @@ def heldout_alpha(head: DraftHead, target, sequences: torch.Tensor, unroll: int 
     feats = torch.stack([_features(target, row) for row in sequences]).to(target.device)
     lm_head = target.get_output_embeddings().weight.detach().float()
     table = None if head.token_ids is None else head.table(lm_head)
-    return head_loss(head, target, feats, sequences.to(target.device), unroll, table)[1]
+    return _head_loss(head, target, feats, sequences.to(target.device), unroll, table)[1]
 
 
 @contextmanager

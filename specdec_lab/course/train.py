@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 from specdec_lab import models
 from specdec_lab.course.corpus import MAX_POSITIONS
 from specdec_lab.data import CORPUS_DIR, DOMAINS
-from specdec_lab.measure import profiling
+from specdec_lab.measure import timing
 from specdec_lab.measure.profiling import ModelShape
 from specdec_lab.verify import acceptance_rate
 
@@ -205,11 +205,12 @@ def acceptance_alpha(
 
 
 def latency_ms(model, k: int = 1) -> float:
-    """Median ms of one cached forward over `k` new tokens after 128 tokens, batch 1."""
-    return profiling.forward_latency(model, k, prefix=128, warmup=5, repeats=40).median * 1e3
+    """Ms of one cached forward over `k` new tokens after 128 tokens, batch 1, through
+    transformers' forward (the "hf" session): the fastest of 40 (`timing.session_latency`)."""
+    return 1e3 * timing.session_latency(model, k, runtime="hf", repeats=40, prefix=128)
 
 
-def save_model(model, tokenizer, out_dir: Path, dtype: torch.dtype = torch.float16) -> None:
+def _save_model(model, tokenizer, out_dir: Path, dtype: torch.dtype = torch.float16) -> None:
     """Save model (cast to `dtype`), tokenizer and generation config in Hugging Face format."""
     import copy
 
@@ -251,7 +252,7 @@ def lr_at(progress: float, cfg: TrainConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * x)))
 
 
-def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
+def _make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW with weight decay on the matrices only (not on norms and biases)."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -262,7 +263,7 @@ def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
 
 
-def distill_loss(
+def _distill_loss(
     model, teacher, batch: torch.Tensor, cfg: TrainConfig
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss, cross-entropy) on `batch` (B, T+1): with a `teacher`, the loss is
@@ -286,7 +287,7 @@ def distill_loss(
 
 
 @dataclass
-class TrainState:
+class _TrainState:
     """Where a run is: optimizer steps and tokens so far, the training CE of each step (the
     last 200 survive a checkpoint), the curve logged at each checkpoint, and the seconds it
     had trained before this process started (non-zero once resumed)."""
@@ -318,14 +319,14 @@ def train_model(
     """
     torch.set_num_threads(cfg.threads)
     gen = torch.Generator().manual_seed(cfg.seed)
-    opt = make_optimizer(model, cfg)
+    opt = _make_optimizer(model, cfg)
     if teacher is not None:
         teacher.eval()
     budget_s = cfg.minutes * 60 if cfg.minutes else math.inf
     state_path = Path(f"{out_dir}.state.pt") if out_dir is not None else None
-    run = TrainState()
+    run = _TrainState()
     if resume and state_path is not None and state_path.exists():
-        run = load_train_state(state_path, model, opt, gen)
+        run = _load_train_state(state_path, model, opt, gen)
     t_start = time.perf_counter() - run.elapsed
     last_ckpt = time.perf_counter()
     bar = tqdm(total=1000, desc="train", unit="‰", disable=not progress)
@@ -336,21 +337,21 @@ def train_model(
         if prog >= 1.0:
             break
         lr = lr_at(prog, cfg)
-        train_step(model, teacher, train_tokens, opt, gen, cfg, lr, run)
+        _train_step(model, teacher, train_tokens, opt, gen, cfg, lr, run)
         bar.n = min(1000, int(prog * 1000))
         bar.set_postfix(
             step=run.step, ce=f"{statistics.fmean(run.losses[-20:]):.3f}", lr=f"{lr:.1e}"
         )
         bar.refresh()
         if out_dir is not None and time.perf_counter() - last_ckpt > cfg.checkpoint_minutes * 60:
-            save_train_state(model, tokenizer, out_dir, opt, gen, run, t_start)
+            _save_train_state(model, tokenizer, out_dir, opt, gen, run, t_start)
             last_ckpt = time.perf_counter()
     bar.n = 1000
     bar.close()
     wall = time.perf_counter() - t_start
     model.eval()
     if out_dir is not None:
-        save_train_state(model, tokenizer, out_dir, opt, gen, run, t_start)
+        _save_train_state(model, tokenizer, out_dir, opt, gen, run, t_start)
     losses = run.losses
     return {
         "curve": run.curve,
@@ -363,7 +364,7 @@ def train_model(
     }
 
 
-def train_step(
+def _train_step(
     model,
     teacher,
     train_tokens: torch.Tensor,
@@ -371,14 +372,14 @@ def train_step(
     gen: torch.Generator,
     cfg: TrainConfig,
     lr: float,
-    run: TrainState,
+    run: _TrainState,
 ) -> None:
     """One optimizer step at learning rate `lr` on a random batch; `run` counts it."""
     for group in opt.param_groups:
         group["lr"] = lr
     model.train()
     batch = sample_batch(train_tokens, cfg.batch_size, cfg.context, gen)  # (B, T+1)
-    loss, ce = distill_loss(model, teacher, batch, cfg)
+    loss, ce = _distill_loss(model, teacher, batch, cfg)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -388,13 +389,13 @@ def train_step(
     run.losses.append(ce.item())
 
 
-def save_train_state(
-    model, tokenizer, out_dir: Path, opt, gen: torch.Generator, run: TrainState, t_start: float
+def _save_train_state(
+    model, tokenizer, out_dir: Path, opt, gen: torch.Generator, run: _TrainState, t_start: float
 ) -> None:
     """Save the model to `out_dir`, log a point of the curve, and write the full training state
     to `<out_dir>.state.pt` (atomically: a kill never corrupts it). `t_start`: the
     `time.perf_counter()` the run's clock counts from."""
-    save_model(model, tokenizer, out_dir)
+    _save_model(model, tokenizer, out_dir)
     elapsed = time.perf_counter() - t_start
     run.curve.append(
         {"s": round(elapsed), "tokens": run.seen, "ce": statistics.fmean(run.losses[-50:])}
@@ -406,13 +407,13 @@ def save_train_state(
     Path(f"{state_path}.tmp").replace(state_path)
 
 
-def load_train_state(state_path: Path, model, opt, gen: torch.Generator) -> TrainState:
-    """Restore the model, optimizer and generator saved by `save_train_state`; where the run was."""
+def _load_train_state(state_path: Path, model, opt, gen: torch.Generator) -> _TrainState:
+    """Restore the model, optimizer and generator `_save_train_state` saved; where the run was."""
     state = torch.load(state_path, weights_only=False)
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["opt"])
     gen.set_state(state["gen"])
-    run = TrainState(*(state[k] for k in ("step", "seen", "losses", "curve", "elapsed")))
+    run = _TrainState(*(state[k] for k in ("step", "seen", "losses", "curve", "elapsed")))
     print(
         f"resumed from {state_path}: step {run.step}, {run.seen:,} tokens, {run.elapsed / 60:.1f} min"
     )

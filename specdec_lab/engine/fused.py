@@ -7,8 +7,9 @@ is a host sync, which stalls the host until the device has finished every queued
 order give the same tokens (tested draw for draw), and the input checks (`value_flags`) are
 computed on the device too. `verify_on_device` is the step's verifier: it brings the outcome,
 the drafted tokens and the check flags to the host together, in the step's one sync, and returns
-host integers. `teaching_verifier` wraps any other rule (e.g. the broken ones of
-`proof.broken`) in the same interface, once, so the loop never asks which rule it runs.
+a `Verdict` of host integers. `teaching_verifier` wraps any other rule (e.g. the broken ones of
+`proof.broken`) in the same interface, once, so the loop never asks which rule it runs. The
+token tree's verifier (`specdec_lab.tree`) returns the same `Verdict`, from the same checks.
 
 Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ = draft length.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple
 
 import torch
 
@@ -34,27 +35,38 @@ from specdec_lab.sampling import (
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of one verification, on the host: keep the first `n` of `drafted`, then
-    append `next_token` (also on the device as the 0-d `token`, so the sequence grows there)."""
+    """The outcome of one verification, a chain's or a token tree's, on the host: keep the drafts
+    of `path`, then append `next_token`. `drafted`: the tokens of the branch verified (a tree's:
+    the path, then first-drawn children to a leaf). On the device: `accepted` (n,), the drafts
+    kept, and the 0-d `token`, so the sequence grows there."""
 
-    n: int
+    path: list[int]  # the drafts kept: 0 .. n-1 in a chain, tree nodes from the root down
     next_token: int
     drafted: list[int]
+    accepted: torch.Tensor
     token: torch.Tensor
 
+    @property
+    def n(self) -> int:  # drafts kept
+        return len(self.path)
 
-class StepVerifier(Protocol):
-    """What `decoding.speculative_step` calls: draft_tokens (γ,), q_probs (γ, V) and the
-    target's raw p_logits (γ+1, V) -> a `Verdict`."""
 
-    def __call__(
-        self,
-        draft_tokens: torch.Tensor,
-        q_probs: torch.Tensor,
-        p_logits: torch.Tensor,
-        cfg: SamplingConfig,
-        generator: torch.Generator | None,
-    ) -> Verdict: ...
+class DeviceOutcome(NamedTuple):
+    """A verification on the device, before the one host read: where acceptance stops, the
+    token drawn there, and the (4,) `value_flags`. A chain: `stop` is n and `token` the next
+    token, both 0-d. A tree: per level, (W,) the child each node accepts (k if none), and one
+    token per row (1 + N,)."""
+
+    stop: torch.Tensor | list[torch.Tensor]
+    token: torch.Tensor
+    flags: torch.Tensor
+
+
+# What `decoding.speculative_step` calls: (draft_tokens (γ,), q_probs (γ, V), the target's raw
+# p_logits (γ+1, V), cfg, generator) -> Verdict. A token tree's verifier: `tree.TreeVerifier`.
+StepVerifier = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, SamplingConfig, torch.Generator | None], Verdict
+]
 
 
 def verify_on_device(
@@ -70,27 +82,22 @@ def verify_on_device(
     processed as the draft's q was (temperature, top-k, top-p) and the rejection rule runs on
     the device. Raises ValueError, after the sync, for NaN or invalid inputs.
     """
-    gamma = draft_tokens.shape[0]
+    gamma, device = draft_tokens.shape[0], p_logits.device
     if cfg.greedy:
-        n, token, nan = greedy_verify_on_device(draft_tokens, p_logits)
-        no = nan.new_zeros(())
-        flags = torch.stack([no, nan, no, no])  # `value_flags`' slots: only p can be bad here
+        out = _greedy_verify_on_device(draft_tokens, p_logits)
     else:
         p_probs = logits_to_probs(p_logits, cfg, check=False)  # (γ+1, V)
         q_probs = q_probs.to(p_probs.device)  # (γ, V)
         n, token = rejection_sample_on_device(draft_tokens, q_probs, p_probs, generator)
-        flags = value_flags(draft_tokens, q_probs, p_probs)  # (4,)
-    device = p_logits.device
-    outcome = torch.cat([n[None], token[None], draft_tokens.to(device), flags.to(device)])
-    n_host, token_host, *rest = outcome.tolist()  # THE host sync of the step
-    if any(rest[gamma:]):
-        raise_for(rest[gamma:], draft_tokens, p_logits.shape[-1])
-    return Verdict(n_host, token_host, rest[:gamma], token)
+        out = DeviceOutcome(n, token, value_flags(draft_tokens, q_probs, p_probs))
+    drafts = draft_tokens.to(device)  # (γ,)
+    outcome = torch.cat([out.stop[None], out.token[None], drafts, out.flags.to(device)])
+    n, token, *rest = outcome.tolist()  # THE host sync of the step
+    raise_for(rest[gamma:], draft_tokens, p_logits.shape[-1])
+    return Verdict(list(range(n)), token, rest[:gamma], drafts[:n], out.token)
 
 
-def teaching_verifier(
-    rule: Callable[..., tuple[int, torch.Tensor]],
-) -> StepVerifier:
+def teaching_verifier(rule: Callable[..., tuple[int, torch.Tensor]]) -> StepVerifier:
     """Wrap a reference rule `rule(draft_tokens, q_probs, p_probs, generator) -> (n, token)`
     (`verify.rejection_sample`, or a broken one) as a `StepVerifier`. It runs as written, with
     its own host syncs: for teaching and for the tests of the tests, not for speed."""
@@ -98,18 +105,23 @@ def teaching_verifier(
     def verifier(draft_tokens, q_probs, p_logits, cfg, generator=None) -> Verdict:
         p_probs = logits_to_probs(p_logits, cfg)  # (γ+1, V)
         n, token = rule(draft_tokens, q_probs.to(p_probs.device), p_probs, generator)
-        token = torch.as_tensor(token, device=p_logits.device)
-        return Verdict(int(n), int(token), draft_tokens.tolist(), token)
+        n, token = int(n), torch.as_tensor(token, device=p_logits.device)
+        return Verdict(list(range(n)), int(token), draft_tokens.tolist(), draft_tokens[:n], token)
 
     return verifier
 
 
 def value_flags(
-    draft_tokens: torch.Tensor, q_probs: torch.Tensor, p_probs: torch.Tensor
+    draft_tokens: torch.Tensor,
+    q_probs: torch.Tensor,
+    p_probs: torch.Tensor,
+    alive: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Every value check of one verification as four flags, (4,) bool on the device, with no
     host sync: q_probs bad (NaN, inf or negative), p_probs bad, a draft token outside [0, V),
-    a draft token of zero draft probability.
+    a draft token of zero draft probability. Draft i came from q_probs[i]: (γ,) and (γ, V) in
+    a chain, (N,) and (N, V) for a tree's nodes, whose empty slots (`alive` (N,) False) are
+    exempt from the last check.
 
     One pass per tensor (`aminmax`: NaN makes both ends NaN, which fails both comparisons), and
     the caller reads all four flags with ONE host sync.
@@ -125,11 +137,19 @@ def value_flags(
     x = draft_tokens.to(device)  # (γ,)
     outside = (x < 0) | (x >= vocab)  # (γ,)
     q_x = q_probs[torch.arange(x.shape[0], device=device), x.clamp(0, vocab - 1)]  # (γ,)
-    return torch.stack([bad(q_probs), bad(p_probs), outside.any(), (q_x <= 0).any()])
+    zero = q_x <= 0 if alive is None else alive & (q_x <= 0)  # (γ,)
+    return torch.stack([bad(q_probs), bad(p_probs), outside.any(), zero.any()])
+
+
+def greedy_flags(best: torch.Tensor) -> torch.Tensor:
+    """`value_flags` of a greedy verification, which reads only the target's scores: (4,) bool,
+    only p's flag can be set, where `best` (the maxima of its rows) holds a NaN."""
+    no = torch.zeros((), dtype=torch.bool, device=best.device)
+    return torch.stack([no, torch.isnan(best).any(), no, no])
 
 
 def raise_for(flags: list, draft_tokens: torch.Tensor, vocab: int) -> None:
-    """Turn the flags of `value_flags`, read on the host, into the error they stand for."""
+    """Turn the flags of `value_flags`, read on the host, into the error they stand for (if any)."""
     q_bad, p_bad, outside, q_zero = map(bool, flags)
     if q_bad:
         raise ValueError("q_probs contains NaN, inf or negative probabilities")
@@ -186,17 +206,14 @@ def rejection_sample_on_device(
     return n, token
 
 
-def greedy_verify_on_device(
-    draft_tokens: torch.Tensor, p_logits: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _greedy_verify_on_device(draft_tokens: torch.Tensor, p_logits: torch.Tensor) -> DeviceOutcome:
     """Greedy verification with no host sync: accept drafts while they equal the target's argmax.
 
-    draft_tokens (γ,), p_logits (γ+1, V). Returns (n, next_token, any NaN in p_logits), 0-d
-    tensors: the rule `verify.rejection_sample` reduces to at temperature 0 (one-hot p), without
-    the coins."""
+    draft_tokens (γ,), p_logits (γ+1, V): the rule `verify.rejection_sample` reduces to at
+    temperature 0 (one-hot p), without the coins. n and the next token are 0-d."""
     best, target_choice = p_logits.max(-1)  # (γ+1,) each: argmax's first-maximum rule
     matches = draft_tokens.to(p_logits.device) == target_choice[:-1]  # (γ,)
     stop = torch.cat([~matches, matches.new_ones(1)])  # (γ+1,) a mismatch, or the end
     n = stop.to(torch.uint8).argmax()  # 0-d: the first mismatch, γ if none
     next_token = target_choice.index_select(0, n[None])[0]  # 0-d, no sync (see above)
-    return n, next_token, torch.isnan(best).any()
+    return DeviceOutcome(n, next_token, greedy_flags(best))

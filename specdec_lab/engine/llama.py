@@ -61,7 +61,7 @@ def lean_support(model) -> str | None:
     return None
 
 
-def weights_stamp(model) -> tuple:
+def _weights_stamp(model) -> tuple:
     """Which tensors `model` holds, and how often each was written in place (`_version`)."""
     return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in model.parameters())
 
@@ -213,7 +213,7 @@ class LeanLlama:
         ]
         self.heads_by_vocab: dict[int | None, Linear] = {}  # the LM head, per vocab_size asked
         self.cos = self.sin = self.embed.new_empty(0, self.head_dim)  # (positions, hd) tables
-        self.stamp = weights_stamp(model)
+        self.stamp = _weights_stamp(model)
 
     @classmethod
     def of(cls, model) -> LeanLlama:
@@ -224,7 +224,7 @@ class LeanLlama:
         if (why := lean_support(model)) is not None:
             raise ValueError(f"{why}; use runtime='hf' for this model")
         lean = _BUILT.get(model)
-        if lean is None or lean.stamp != weights_stamp(model):
+        if lean is None or lean.stamp != _weights_stamp(model):
             lean = _BUILT[model] = cls(model)
         return lean
 

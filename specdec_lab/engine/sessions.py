@@ -50,7 +50,8 @@ class Session(Protocol):
         ...
 
 
-RUNTIMES = ("auto", "lean", "hf")
+DEFAULT_RUNTIME = "auto"  # lean where it covers the model, transformers' forward elsewhere
+RUNTIMES = (DEFAULT_RUNTIME, "lean", "hf")
 
 
 class _SessionBase:
@@ -443,18 +444,21 @@ def max_positions(model) -> int | None:
 
 
 def open_session(
-    model, vocab_size: int | None = None, runtime: str = "auto", keep_hidden: bool = False
+    model, vocab_size: int | None = None, runtime: str = DEFAULT_RUNTIME, keep_hidden: bool = False
 ) -> Session:
     """Wrap `model` in the right session type. `vocab_size` restricts the scored vocabulary.
 
-    runtime: "auto" runs a transformers model with our lean forward where it covers the model
-    (`specdec_lab.engine.llama.lean_support`) and with transformers' own forward elsewhere; "lean"
-    insists (ValueError naming the family if not covered); "hf" keeps transformers' eager path.
-    A session passed in is returned as it is (e.g. one shared with a draft head).
+    runtime: `DEFAULT_RUNTIME` runs a transformers model with our lean forward where it covers
+    the model (`specdec_lab.engine.llama.lean_support`) and with transformers' own forward
+    elsewhere; "lean" insists (ValueError naming the family if not covered); "hf" keeps
+    transformers' eager path. A session passed in is returned as it is (e.g. one shared with a
+    draft head), if it runs on the runtime asked for (a mock model's runs on any).
     """
     if runtime not in RUNTIMES:
         raise ValueError(f"runtime must be one of {RUNTIMES}, got {runtime!r}")
     if isinstance(model, _SessionBase):
+        if runtime not in (DEFAULT_RUNTIME, model.runtime) and model.runtime != "mock":
+            raise ValueError(f"runtime={runtime!r}, but this session runs on {model.runtime!r}")
         return model
     if _is_hf(model):
         return _hf_session_class(model, runtime)(model, vocab_size, keep_hidden=keep_hidden)
@@ -465,10 +469,10 @@ def open_session(
     )
 
 
-def runtime_of(model, runtime: str = "auto") -> str:
+def runtime_of(model, runtime: str = DEFAULT_RUNTIME) -> str:
     """Which runtime `open_session(model, runtime=runtime)` would use: "lean", "hf" or "mock"."""
     if isinstance(model, _SessionBase):
-        return model.runtime
+        return open_session(model, runtime=runtime).runtime
     if not _is_hf(model):
         return "mock"
     return _hf_session_class(model, runtime).runtime

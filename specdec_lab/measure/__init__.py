@@ -9,6 +9,7 @@
   and its tables in `bench_report`;
 - `vocab_cost`: what the loop itself costs per step as the vocabulary grows;
 - `preview`: a first look, one prompt decoded both ways and shown in one screen.
+- `capstone`: engine-style counters (vLLM, llama.cpp), the capstone's plan and its report.
 
 May import: the foundation, the engine, the algorithm, `proof`, `display` and `models`; nothing
 that teaches or parses arguments.

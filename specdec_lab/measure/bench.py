@@ -89,7 +89,7 @@ def repeated_ngram_fraction(tokens: Sequence[int], n: int = 4) -> float:
 Run = Callable[[torch.Tensor, int], tuple[int, Any]]
 
 
-def run_autoregressive(
+def _run_autoregressive(
     pair: Pair, method: Method, cfg: BenchConfig, ids: torch.Tensor, i: int
 ) -> tuple[int, decoding.Generation]:
     """Our autoregressive decoding of prompt i, sampling from a generator seeded seed + i."""
@@ -106,7 +106,7 @@ def run_autoregressive(
     return out.stats.new_tokens, out
 
 
-def run_drafted(
+def _run_drafted(
     pair: Pair, method: Method, cfg: BenchConfig, ids: torch.Tensor, i: int
 ) -> tuple[int, decoding.Generation]:
     """Our speculative (or tree) decoding of prompt i with a fresh (target, drafter)."""
@@ -128,12 +128,12 @@ def run_drafted(
     return out.stats.new_tokens, out
 
 
-def run_transformers(
+def _run_transformers(
     pair: Pair, config: Any, assisted: Mapping[str, Any], ids: torch.Tensor, i: int
 ) -> tuple[int, torch.Tensor]:
     """transformers' generate on prompt i with generation `config`; returns the new tokens."""
     batch = ids[None].to(pair.device)  # (1, L)
-    with quiet_transformers():
+    with _quiet_transformers():
         out = pair.target.generate(
             batch, attention_mask=torch.ones_like(batch), generation_config=config, **assisted
         )
@@ -141,7 +141,7 @@ def run_transformers(
     return new.shape[0], new
 
 
-def runner(method: Method, pair: Pair, cfg: BenchConfig) -> Run:
+def _runner(method: Method, pair: Pair, cfg: BenchConfig) -> Run:
     """What timing calls for `method`. transformers' settings go into a generation config, as
     transformers 5 expects; it decodes our vocabulary: padded logits rows are suppressed."""
     if method.kind is Kind.TRANSFORMERS:
@@ -154,10 +154,10 @@ def runner(method: Method, pair: Pair, cfg: BenchConfig) -> Run:
             do_sample=False,
             **method.hf_settings,
         )
-        return functools.partial(run_transformers, pair, config, method.hf_assisted)
+        return functools.partial(_run_transformers, pair, config, method.hf_assisted)
     if method.kind is Kind.AUTOREGRESSIVE:
-        return functools.partial(run_autoregressive, pair, method, cfg)
-    return functools.partial(run_drafted, pair, method, cfg)
+        return functools.partial(_run_autoregressive, pair, method, cfg)
+    return functools.partial(_run_drafted, pair, method, cfg)
 
 
 @dataclass
@@ -214,7 +214,7 @@ def run_methods(
     progress: bool = True,
 ) -> list[tuple[Method, Timed]]:
     """Time every method in order. A tree gets its shape from the chains timed before it
-    (`with_tree_shape`). transformers' methods that fail, or cannot run, are reported and left
+    (`_with_tree_shape`). transformers' methods that fail, or cannot run, are reported and left
     out; ours raise."""
     done: list[tuple[Method, Timed]] = []
     curve: list[float] = []  # the target's verify cost by tokens per forward, measured once
@@ -224,8 +224,8 @@ def run_methods(
             continue
         if method.kind is Kind.TREE and method.branching is None:
             curve = curve or timing.verify_curve(pair.target, method.runtime, MAX_TREE_NODES + 1)
-            method = with_tree_shape(method, done, curve)
-        run = runner(method, pair, cfg)
+            method = _with_tree_shape(method, done, curve)
+        run = _runner(method, pair, cfg)
         try:
             timed = time_method(run, prompts, cfg.repeats, pair.device)
         except (ValueError, RuntimeError, TypeError) as err:  # transformers' own methods only
@@ -237,7 +237,7 @@ def run_methods(
     return done
 
 
-def with_tree_shape(
+def _with_tree_shape(
     method: Method, done: Sequence[tuple[Method, Timed]], curve: Sequence[float]
 ) -> Method:
     """The tree `method` with the shape `tree.choose_branching` picks from the α and c of the
@@ -247,19 +247,19 @@ def with_tree_shape(
     chains = [t for m, t in here if m.kind is Kind.SPECULATIVE]
     chain = max(chains, key=lambda t: t.tokens_per_s).stats
     own = next(t for m, t in here if m.kind is Kind.AUTOREGRESSIVE).stats
-    shape = tree.choose_branching(min(chain.acceptance_rate, 1 - 1e-9), loop_c(chain, own), curve)
+    shape = tree.choose_branching(min(chain.acceptance_rate, 1 - 1e-9), _loop_c(chain, own), curve)
     name = display_name(f"tree {'-'.join(map(str, shape))}", method.temperature, method.runtime)
     return dataclasses.replace(method, name=name, branching=shape)
 
 
 # ---------------------------------------------------------------------------------------- derive
-def loop_c(pooled: decoding.GenerationStats, own: decoding.GenerationStats) -> float:
+def _loop_c(pooled: decoding.GenerationStats, own: decoding.GenerationStats) -> float:
     """c inside the loop: seconds per draft forward of `pooled` over seconds per target forward
     of `own`, the autoregressive decoding on the same runtime at the same temperature."""
     return (pooled.draft_time / pooled.draft_calls) / (own.target_time / own.target_calls)
 
 
-def step_breakdown(pooled: decoding.GenerationStats) -> dict[str, float]:
+def _step_breakdown(pooled: decoding.GenerationStats) -> dict[str, float]:
     """Milliseconds per target call inside the drafter, the target's forwards and the rest."""
     draft_s = 0.0 if math.isnan(pooled.draft_time) else pooled.draft_time
     loop_s = pooled.wall_time - draft_s - pooled.target_time
@@ -272,7 +272,7 @@ def output_tokens(output: Any) -> list[int]:
     return (output.tokens if isinstance(output, decoding.Generation) else output).tolist()
 
 
-def measured_row(method: Method, timed: Timed, tokens: Sequence[list[int]]) -> Row:
+def _measured_row(method: Method, timed: Timed, tokens: Sequence[list[int]]) -> Row:
     """The row of one timed method, with what its runs alone tell (no comparisons yet)."""
     chain = method.kind is Kind.SPECULATIVE
     row = Row(
@@ -291,11 +291,11 @@ def measured_row(method: Method, timed: Timed, tokens: Sequence[list[int]]) -> R
         row.tokens_per_call = pooled.tokens_per_target_call
         alpha = pooled.acceptance_rate  # NaN when nothing was drafted (autoregressive)
         row.alpha = None if math.isnan(alpha) else alpha
-        row.step_ms = step_breakdown(pooled)
+        row.step_ms = _step_breakdown(pooled)
     return row
 
 
-def count_mismatches(
+def _count_mismatches(
     rows: Sequence[Row], tokens: Sequence[Sequence[list[int]]], dtype: torch.dtype
 ) -> None:
     """Set each greedy row's `mismatches` against the first row (our greedy autoregressive
@@ -310,7 +310,7 @@ def count_mismatches(
                 assert row.mismatches == 0, f"{row.method} changed the greedy output in float32"
 
 
-def add_comparisons(
+def _add_comparisons(
     rows: Sequence[Row], measured: Sequence[tuple[Method, Timed]], reference: str
 ) -> None:
     """Speedups over our autoregressive decoding on the `reference` runtime at the same
@@ -332,7 +332,7 @@ def add_comparisons(
             own = ar[method.temperature, method.runtime][1]
             pooled = timed.stats
             t_target = own.target_time / own.target_calls  # s per one-token target forward
-            row.c = loop_c(pooled, own)
+            row.c = _loop_c(pooled, own)
             row.verify_cost = pooled.target_time / pooled.target_calls / t_target
             alpha = min(row.alpha, 1 - 1e-9)
             row.predicted = theory.speedup(alpha, row.gamma, row.c)
@@ -345,9 +345,9 @@ def derive(
     """The rows of the timed methods: α, tokens per call, the step breakdown, greedy
     mismatches (asserted zero for ours in float32), speedups and predictions."""
     tokens = [[output_tokens(o) for o in t.outputs] for _, t in measured]  # method, run
-    rows = [measured_row(m, t, toks) for (m, t), toks in zip(measured, tokens, strict=True)]
-    count_mismatches(rows, tokens, dtype)
-    add_comparisons(rows, measured, reference)
+    rows = [_measured_row(m, t, toks) for (m, t), toks in zip(measured, tokens, strict=True)]
+    _count_mismatches(rows, tokens, dtype)
+    _add_comparisons(rows, measured, reference)
     return rows
 
 
@@ -388,7 +388,7 @@ def to_record(
 
 
 @contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
+def _quiet_transformers() -> Iterator[None]:
     """transformers 5.24's assisted generation calls the assistant's `generate` with a generation
     config AND keyword arguments, and then warns about its own call (twice per run). Our call
     passes a config only; this silences the warnings transformers raises about itself."""

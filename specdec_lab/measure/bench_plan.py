@@ -4,7 +4,7 @@
 rows' order: our greedy methods (autoregressive and every γ per runtime, the other drafters and
 the tree), transformers' generate, assisted generation and prompt lookup, then ours at each
 sampling temperature. A drafted method carries its maker, `make(pair, runtime) -> (target,
-drafter)`, called afresh for every run.
+drafter)`, called afresh for every run, which opens the method's sessions on its runtime.
 """
 
 from __future__ import annotations
@@ -98,8 +98,8 @@ def display_name(base: str, temperature: float, runtime: str) -> str:
     return f"{base}{t} (ours, {runtime})"
 
 
-def chain_pair(pair: Pair, runtime: str) -> tuple[Any, Any]:
-    """Fresh sessions of the target and the draft model on `runtime`."""
+def _chain_pair(pair: Pair, runtime: str) -> tuple[Any, Any]:
+    """Fresh sessions of the target and the draft model on `runtime` (a chain's or a tree's)."""
     vocab = pair.vocab_size
     return (
         sessions.open_session(pair.target, vocab, runtime),
@@ -107,48 +107,44 @@ def chain_pair(pair: Pair, runtime: str) -> tuple[Any, Any]:
     )
 
 
-def tree_pair(pair: Pair, runtime: str) -> tuple[Any, Any]:
-    """The two models as they are: the tree decoder opens their sessions (runtime "auto")."""
-    return pair.target, pair.draft
-
-
-def prompt_lookup_pair(pair: Pair, runtime: str) -> tuple[Any, Any]:
+def _prompt_lookup_pair(pair: Pair, runtime: str) -> tuple[Any, Any]:
     """Drafts copied from the prompt and the text so far (no draft model)."""
-    return pair.target, drafters.PromptLookupDrafter(pair.vocab_size)
+    target = sessions.open_session(pair.target, pair.vocab_size, runtime)
+    return target, drafters.PromptLookupDrafter(pair.vocab_size)
 
 
-def heuristic_gamma_pair(pair: Pair, runtime: str) -> tuple[Any, Any]:
+def _heuristic_gamma_pair(pair: Pair, runtime: str) -> tuple[Any, Any]:
     """The draft model with γ grown after full acceptance and shrunk after a rejection."""
-    model = drafters.ModelDrafter(sessions.open_session(pair.draft, pair.vocab_size))
-    return pair.target, drafters.HeuristicGamma(model)
+    target, draft = _chain_pair(pair, runtime)
+    return target, drafters.HeuristicGamma(drafters.ModelDrafter(draft))
 
 
-def lookup_then_model_pair(pair: Pair, runtime: str) -> tuple[Any, Any]:
+def _lookup_then_model_pair(pair: Pair, runtime: str) -> tuple[Any, Any]:
     """Prompt lookup where it finds a match, the draft model elsewhere."""
-    model = drafters.ModelDrafter(sessions.open_session(pair.draft, pair.vocab_size))
-    return pair.target, drafters.LookupThenModel(model)
+    target, draft = _chain_pair(pair, runtime)
+    return target, drafters.LookupThenModel(drafters.ModelDrafter(draft))
 
 
-def head_pair(pair: Pair, runtime: str, head: heads.DraftHead) -> tuple[Any, Any]:
+def _head_pair(pair: Pair, runtime: str, head: heads.DraftHead) -> tuple[Any, Any]:
     """The EAGLE-style draft head on the target's hidden states (a shared session)."""
-    return heads.head_drafter(pair.target, head, pair.vocab_size)
+    return heads.head_drafter(pair.target, head, pair.vocab_size, runtime)
 
 
-def other_drafters(pair: Pair) -> list[tuple[str, int, Maker]]:
+def _other_drafters(pair: Pair) -> list[tuple[str, int, Maker]]:
     """(name, γ, maker) of the drafting methods beside the draft model's chain. A draft head
     belongs to its target, so it runs where the registry's pair has one saved here."""
     out: list[tuple[str, int, Maker]] = [
-        ("prompt lookup γ=4", 4, prompt_lookup_pair),
-        ("heuristic γ≤10", 10, heuristic_gamma_pair),
-        ("lookup, else draft γ=6", 6, lookup_then_model_pair),
+        ("prompt lookup γ=4", 4, _prompt_lookup_pair),
+        ("heuristic γ≤10", 10, _heuristic_gamma_pair),
+        ("lookup, else draft γ=6", 6, _lookup_then_model_pair),
     ]
     if pair.head_dir is not None:
-        head = heads.load_head(pair.head_dir, pair.device).to(pair.dtype)
-        out.append(("draft head γ=4", 4, functools.partial(head_pair, head=head)))
+        head = heads.load_head(pair.head_dir, pair.device, pair.dtype)
+        out.append(("draft head γ=4", 4, functools.partial(_head_pair, head=head)))
     return out
 
 
-def ours_at(
+def _ours_at(
     temperature: float,
     runtimes: Sequence[str],
     gammas: Sequence[int],
@@ -163,7 +159,7 @@ def ours_at(
         out.append(Method(name, Kind.AUTOREGRESSIVE, temperature, runtime=rt))
         for g in gammas:
             name = display_name(f"speculative γ={g}", temperature, rt)
-            out.append(Method(name, Kind.SPECULATIVE, temperature, g, runtime=rt, make=chain_pair))
+            out.append(Method(name, Kind.SPECULATIVE, temperature, g, runtime=rt, make=_chain_pair))
     if temperature not in (0.0, 1.0):
         return out
     default = runtimes[0]
@@ -172,14 +168,14 @@ def ours_at(
         out.append(Method(name, Kind.DRAFTER, temperature, g, runtime=default, make=make))
     if tree_row:
         name = display_name("tree", temperature, default)  # named again once it has a shape
-        out.append(Method(name, Kind.TREE, temperature, runtime=default, make=tree_pair))
+        out.append(Method(name, Kind.TREE, temperature, runtime=default, make=_chain_pair))
     return out
 
 
-def transformers_methods(pair: Pair) -> list[Method]:
+def _transformers_methods(pair: Pair) -> list[Method]:
     """transformers' generate, assisted generation (skipped, with the reason, where it cannot
     take the pair's draft) and prompt lookup; all greedy."""
-    assisted = hf_assisted_kwargs(pair)
+    assisted = _hf_assisted_kwargs(pair)
     skip, assisted = (assisted, {}) if isinstance(assisted, str) else (None, assisted)
     hf = functools.partial(Method, kind=Kind.TRANSFORMERS, runtime="hf")
     return [
@@ -193,16 +189,16 @@ def plan(pair: Pair, cfg: BenchConfig) -> list[Method]:
     """Every method the bench times, in the order it times them (and the rows' order): our
     greedy methods, transformers' (if `cfg.hf`), then ours at each of `cfg.temperatures`."""
     runtimes = bench_runtimes(pair, cfg)
-    others = other_drafters(pair) if cfg.methods else []
-    methods = ours_at(0.0, runtimes, cfg.gammas, others, cfg.methods)
+    others = _other_drafters(pair) if cfg.methods else []
+    methods = _ours_at(0.0, runtimes, cfg.gammas, others, cfg.methods)
     if cfg.hf:
-        methods += transformers_methods(pair)
+        methods += _transformers_methods(pair)
     for t in cfg.temperatures:
-        methods += ours_at(t, runtimes, cfg.gammas, others, cfg.methods)
+        methods += _ours_at(t, runtimes, cfg.gammas, others, cfg.methods)
     return methods
 
 
-def hf_assisted_kwargs(pair: Pair) -> dict[str, Any] | str:
+def _hf_assisted_kwargs(pair: Pair) -> dict[str, Any] | str:
     """generate() keywords for transformers' assisted generation with `pair.draft`, or the
     reason it cannot run. transformers refuses an assistant whose config.vocab_size differs
     (Qwen2.5-0.5B vs -7B pad to 151936 vs 152064) unless it gets both tokenizers: its universal

@@ -169,7 +169,7 @@ def reduced_precision_note(rows: list[Row], dtype: torch.dtype) -> str | None:
 
 
 # -------------------------------------------------------------------------------------- markdown
-def fastest_saved(
+def _fastest_saved(
     rows: Sequence[dict], prefix: str, temperature: float, runtime: str | None = None
 ) -> dict | None:
     """The fastest saved row whose name starts with `prefix` at `temperature` (and `runtime`)."""
@@ -183,7 +183,7 @@ def fastest_saved(
     return max(found, key=lambda r: r["tokens_per_s"]) if found else None
 
 
-def saved_cell(r: dict | None) -> str:
+def _saved_cell(r: dict | None) -> str:
     """A markdown cell for a saved row: tokens/s, speedup, γ and α where it has them."""
     if r is None:
         return "—"
@@ -192,7 +192,7 @@ def saved_cell(r: dict | None) -> str:
     return f"{r['tokens_per_s']:.0f} tok/s, **{r['speedup']:.2f}x**{gamma}{alpha}"
 
 
-def saved_is_ours(r: dict) -> bool:
+def _saved_is_ours(r: dict) -> bool:
     """Whether a saved row is one of our methods; records saved before rows had a `kind` say so
     in the display name only."""
     return Kind(r["kind"]).ours if "kind" in r else "(ours" in r["method"]
@@ -216,22 +216,22 @@ def markdown_table(record: dict) -> str:
         "| method | runtime | greedy | T = 1 |",
         "|---|---|---|---|",
     ]
-    runtimes = list(dict.fromkeys(r["runtime"] for r in rows if saved_is_ours(r)))
+    runtimes = list(dict.fromkeys(r["runtime"] for r in rows if _saved_is_ours(r)))
     for rt in runtimes:
         for prefix in ("autoregressive", "speculative"):
-            greedy, sampled = (saved_cell(fastest_saved(rows, prefix, t, rt)) for t in (0.0, 1.0))
+            greedy, sampled = (_saved_cell(_fastest_saved(rows, prefix, t, rt)) for t in (0.0, 1.0))
             lines.append(f"| {prefix} (ours) | {rt} | {greedy} | {sampled} |")
     for prefix in ("prompt lookup", "heuristic", "lookup, else draft", "draft head", "tree"):
-        greedy, sampled = fastest_saved(rows, prefix, 0.0), fastest_saved(rows, prefix, 1.0)
+        greedy, sampled = _fastest_saved(rows, prefix, 0.0), _fastest_saved(rows, prefix, 1.0)
         if greedy is not None:
             name = greedy["method"].split(" (ours")[0]
             lines.append(
-                f"| {name} | {greedy['runtime']} | {saved_cell(greedy)} | {saved_cell(sampled)} |"
+                f"| {name} | {greedy['runtime']} | {_saved_cell(greedy)} | {_saved_cell(sampled)} |"
             )
     for name in ("HF generate (greedy)", "HF assisted (default schedule)", "HF prompt lookup"):
-        r = fastest_saved(rows, name, 0.0)
+        r = _fastest_saved(rows, name, 0.0)
         if r is not None:
-            lines.append(f"| transformers: {name} | hf | {saved_cell(r)} | — |")
+            lines.append(f"| transformers: {name} | hf | {_saved_cell(r)} | — |")
     summary = res["summary"]
     lines += [
         "",

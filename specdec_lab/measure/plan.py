@@ -130,8 +130,8 @@ def measure_costs(
     repeats: int = 5,
     vocab_size: int | None = None,
 ) -> Costs:
-    """r(k) and c from one set of interleaved rounds (`forward_and_step_costs`)."""
-    t = forward_and_step_costs(target_model, candidates, ids, max_tokens, repeats, vocab_size)
+    """r(k) and c from one set of interleaved rounds (`_forward_and_step_costs`)."""
+    t = _forward_and_step_costs(target_model, candidates, ids, max_tokens, repeats, vocab_size)
     t1 = t["target", 1]
     return Costs(
         tuple(t["target", k] / t1 for k in range(1, max_tokens + 1)),
@@ -140,7 +140,7 @@ def measure_costs(
     )
 
 
-def pair_candidates(pair, runtime: str = "auto") -> dict[str, Candidate]:
+def pair_candidates(pair, runtime: str = sessions.DEFAULT_RUNTIME) -> dict[str, Candidate]:
     """The drafters a loaded pair offers: its draft model, and its draft head where it has one
     (`Pair.head_dir`)."""
 
@@ -152,12 +152,12 @@ def pair_candidates(pair, runtime: str = "auto") -> dict[str, Candidate]:
 
     out: dict[str, Candidate] = {"draft model": draft_model}
     if pair.head_dir is not None:
-        head = heads.load_head(pair.head_dir, pair.device).to(pair.dtype)
+        head = heads.load_head(pair.head_dir, pair.device, pair.dtype)
         out["draft head"] = partial(heads.head_drafter, pair.target, head, pair.vocab_size, runtime)
     return out
 
 
-def forward_and_step_costs(
+def _forward_and_step_costs(
     target_model,
     candidates: dict[str, Candidate],
     ids: torch.Tensor,

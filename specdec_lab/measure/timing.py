@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from specdec_lab import decoding, env
 from specdec_lab.engine import sessions
+from specdec_lab.engine.sessions import DEFAULT_RUNTIME
 
 if TYPE_CHECKING:  # the pairs import transformers, which takes seconds: only for the hints
     from specdec_lab.models import Pair
@@ -130,7 +131,7 @@ def forward_costs(
     gamma: int,
     repeats: int,
     clock: Callable[[], float] = time.perf_counter,
-    runtime: str = "auto",
+    runtime: str = DEFAULT_RUNTIME,
 ) -> tuple[float, float, dict[str, float]]:
     """Seconds on `clock` (minimum of `repeats`) of: one target forward over 1 token, one over
     γ + 1 tokens (the verification), and one forward over 1 token of each draft, each on top of
@@ -251,7 +252,7 @@ def time_fn(
 def session_latency(
     model,
     k: int,
-    runtime: str = "auto",
+    runtime: str = DEFAULT_RUNTIME,
     repeats: int = 7,
     prefix: int = 32,
     clock: Callable[[], float] = time.perf_counter,
@@ -335,7 +336,7 @@ def interleaved(
     return best
 
 
-def verify_curve(model, runtime: str = "auto", max_tokens: int = 16) -> list[float]:
+def verify_curve(model, runtime: str = DEFAULT_RUNTIME, max_tokens: int = 16) -> list[float]:
     """t(k tokens) / t(1 token) for k = 1 .. max_tokens: the device's verification cost curve
     (a target forward over γ+1 tokens, relative to one), which `tree.choose_branching` reads."""
     times = runtime_sweep(model, range(1, max_tokens + 1), (runtime,))[runtime]
@@ -345,7 +346,7 @@ def verify_curve(model, runtime: str = "auto", max_tokens: int = 16) -> list[flo
 def measure_c(
     pair: Pair,
     gamma: int,
-    runtime: str = "auto",
+    runtime: str = DEFAULT_RUNTIME,
     repeats: int = 7,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:

@@ -22,7 +22,7 @@ HEADROOM = 1.15
 """The guard asks for 15% more than its estimate: allocator slack, activations, CUDA workspaces."""
 
 
-def count_params(config) -> int:
+def _count_params(config) -> int:
     """Parameters of `AutoModelForCausalLM.from_config(config)`, built on the meta device (no
     memory); tied embeddings count once."""
     with torch.device("meta"):
@@ -35,13 +35,13 @@ def model_bytes(
 ) -> int:
     """Estimated bytes of a model on a device: parameters × bytes per element + the KV cache of
     `context_tokens` positions (2 × layers × kv heads × head dim × positions × bytes).
-    `params` skips counting them (`count_params`) when the caller knows the number."""
+    `params` skips counting them (`_count_params`) when the caller knows the number."""
     nbytes = torch.finfo(dtype).bits // 8
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     kv = 2 * config.num_hidden_layers * kv_heads * head_dim * context_tokens * nbytes
-    return (count_params(config) if params is None else params) * nbytes + kv
+    return (_count_params(config) if params is None else params) * nbytes + kv
 
 
 def check_fits(needed: int, device: torch.device | str, what: str, free: int | None = None) -> None:

@@ -42,7 +42,7 @@ def tiny_tokenizer(family: str):
     return PreTrainedTokenizerFast(tokenizer_object=tok, **specials)
 
 
-def tiny_configs(family: str, tokenizer) -> tuple[object, object]:
+def _tiny_configs(family: str, tokenizer) -> tuple[object, object]:
     """(target, draft) configs of a tiny random `family` pair: 2 layers and 1 layer."""
     n = len(tokenizer)
     common = dict(
@@ -80,7 +80,7 @@ def save_tiny_pair(family: str, root: str | Path, seed: int = 0) -> tuple[Path, 
     """
     root = Path(root)
     tokenizer = tiny_tokenizer(family)
-    target_cfg, draft_cfg = tiny_configs(family, tokenizer)
+    target_cfg, draft_cfg = _tiny_configs(family, tokenizer)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         target = AutoModelForCausalLM.from_config(target_cfg)

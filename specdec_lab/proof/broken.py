@@ -85,12 +85,12 @@ class RawQDrafter(ModelDrafter):
     def propose(self, ids, gamma, cfg: SamplingConfig, generator=None):
         if gamma == 0:
             return super().propose(ids, gamma, cfg, generator)
-        tokens, q_raw = [], []
+        tokens, q_raw, raw = [], [], SamplingConfig(cfg.temperature)  # T alone
         for _ in range(gamma):
             logits = self.session.logits(ids)[-1]  # (V,)
-            x = sample(logits_to_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p), generator)
+            x = sample(logits_to_probs(logits, cfg), generator)
             tokens.append(x)
-            q_raw.append(logits_to_probs(logits, cfg.temperature))  # the bug: no top-k/top-p
+            q_raw.append(logits_to_probs(logits, raw))  # the bug: no top-k/top-p
             ids = torch.cat([ids, x[None]])
         return torch.stack(tokens), torch.stack(q_raw)  # (γ,), (γ, V)
 

@@ -15,7 +15,7 @@ import torch
 from scipy import stats as sps
 
 from specdec_lab.engine.sessions import open_session, vocab_size_of
-from specdec_lab.sampling import logits_to_probs
+from specdec_lab.sampling import SamplingConfig, logits_to_probs
 
 
 def samples_needed(tol: float, delta: float, n_outcomes: int) -> int:
@@ -111,7 +111,7 @@ def exact_sequence_law(
     continuations (skipping prefixes of probability zero), so keep V and length small.
     Returns (V^length,), indexed like `encode_sequences`. Temperature 0 gives a point mass.
     """
-    vocab = vocab_size_of(model)
+    vocab, cfg = vocab_size_of(model), SamplingConfig(temperature, top_k, top_p)
     if vocab**length > 200_000:
         raise ValueError(f"{vocab}^{length} outcomes is too many to enumerate")
     law = np.zeros(vocab**length)
@@ -121,7 +121,7 @@ def exact_sequence_law(
             law[encode_sequences([prefix], vocab)[0]] = mass
             return
         logits = open_session(model).logits(torch.cat([prompt, torch.tensor(prefix).long()]))
-        probs = logits_to_probs(logits[-1], temperature, top_k, top_p)  # (V,)
+        probs = logits_to_probs(logits[-1], cfg)  # (V,)
         for x in probs.nonzero()[:, 0].tolist():
             extend([*prefix, x], mass * float(probs[x]))
 

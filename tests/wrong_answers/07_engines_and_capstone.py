@@ -6,7 +6,7 @@ See `specdec_lab.course.exercises` for the format.
 """
 
 from specdec_lab import theory
-from specdec_lab.course import capstone
+from specdec_lab.measure import capstone
 
 
 def drafted_share(num_drafts, accepted_per_pos):
@@ -71,6 +71,86 @@ WRONG_ANSWERS = {
             "prediction_7_1": "α̂ is higher",
             "left_out_7_1": {"bonus", "overhead", "varying α"},
         },
+    },
+}
+
+
+def _examined(num_drafts, accepted_per_pos):
+    return num_drafts + sum(accepted_per_pos[:-1])  # Exercise 7.1's count: every draft γ long
+
+
+def no_interval(num_drafts, num_draft_tokens, accepted_per_pos):
+    """Exercise 7.1's α̂ at both ends: ignores that some drafts were shorter than γ."""
+    alpha = sum(accepted_per_pos) / _examined(num_drafts, accepted_per_pos)
+    return alpha, alpha
+
+
+def accept_share_low(num_drafts, num_draft_tokens, accepted_per_pos):
+    """accept % (accepted over drafted tokens) as the low end."""
+    gamma, accepted = len(accepted_per_pos), sum(accepted_per_pos)
+    short = min(gamma * num_drafts - num_draft_tokens, accepted_per_pos[0] - accepted_per_pos[-1])
+    return accepted / num_draft_tokens, accepted / (_examined(num_drafts, accepted_per_pos) - short)
+
+
+def uncapped_short(num_drafts, num_draft_tokens, accepted_per_pos):
+    """Counts γN − D short drafts accepted to their end, whatever the per-position counts say."""
+    gamma, accepted = len(accepted_per_pos), sum(accepted_per_pos)
+    examined = _examined(num_drafts, accepted_per_pos)
+    return accepted / examined, accepted / (examined - (gamma * num_drafts - num_draft_tokens))
+
+
+def capped_by_unfinished_drafts(num_drafts, num_draft_tokens, accepted_per_pos):
+    """Caps the short drafts by the N − a_{γ−1} drafts not accepted at position γ − 1, forgetting
+    that one accepted to its end accepted its first token too (a_0 − a_{γ−1})."""
+    gamma, accepted = len(accepted_per_pos), sum(accepted_per_pos)
+    examined = _examined(num_drafts, accepted_per_pos)
+    short = min(gamma * num_drafts - num_draft_tokens, num_drafts - accepted_per_pos[-1])
+    return accepted / examined, accepted / (examined - short)
+
+
+def every_unfinished_draft_short(num_drafts, num_draft_tokens, accepted_per_pos):
+    """Counts every draft not accepted at position γ − 1 as short, ignoring γN − D."""
+    accepted, examined = sum(accepted_per_pos), _examined(num_drafts, accepted_per_pos)
+    return accepted / examined, accepted / (examined - (num_drafts - accepted_per_pos[-1]))
+
+
+def short_drafts_examined_more(num_drafts, num_draft_tokens, accepted_per_pos):
+    """Adds the short drafts to the examined ones instead of removing them."""
+    gamma, accepted = len(accepted_per_pos), sum(accepted_per_pos)
+    examined = _examined(num_drafts, accepted_per_pos)
+    short = min(gamma * num_drafts - num_draft_tokens, accepted_per_pos[0] - accepted_per_pos[-1])
+    return accepted / (examined + short), accepted / examined
+
+
+def ends_swapped(num_drafts, num_draft_tokens, accepted_per_pos):
+    """Right ends, wrong order: (high, low)."""
+    return tuple(reversed(_alpha_range(num_drafts, num_draft_tokens, accepted_per_pos)))
+
+
+def _alpha_range(num_drafts, num_draft_tokens, accepted_per_pos):
+    gamma, accepted = len(accepted_per_pos), sum(accepted_per_pos)
+    examined = _examined(num_drafts, accepted_per_pos)
+    short = min(gamma * num_drafts - num_draft_tokens, accepted_per_pos[0] - accepted_per_pos[-1])
+    return accepted / examined, accepted / (examined - short)
+
+
+def library_range(num_drafts, num_draft_tokens, accepted_per_pos):
+    """Right, but by calling the library's version: the exercise is to derive it."""
+    return capstone.alpha_range(num_drafts, num_draft_tokens, accepted_per_pos)
+
+
+WRONG_ANSWERS["7.3"] = {
+    "calls capstone.alpha_range": {"alpha_range": library_range},
+    "no interval: Exercise 7.1's α̂ twice": {"alpha_range": no_interval},
+    "accept % as the low end": {"alpha_range": accept_share_low},
+    "γN − D short drafts, uncapped": {"alpha_range": uncapped_short},
+    "every unfinished draft counted short": {"alpha_range": every_unfinished_draft_short},
+    "short drafts capped by N − a_{γ−1}": {"alpha_range": capped_by_unfinished_drafts},
+    "short drafts add examinations": {"alpha_range": short_drafts_examined_more},
+    "(high, low)": {"alpha_range": ends_swapped},
+    "right range, a prediction that is not a choice": {
+        "alpha_range": _alpha_range,
+        "prediction_7_3": "5.44",
     },
 }
 

@@ -16,67 +16,55 @@ tests/wrong_answers/ (``nbNN_<notebook>.py`` here, ``NN_<notebook>.py`` there):
 - `nb04_speedup_theory`: Exercises 4.1-4.3;
 - `nb05_memory_vs_compute`: Exercises 5.1-5.2;
 - `nb06_beyond_one_draft_model`: Exercises 6.1-6.2;
-- notebook 07's checks live beside what they check, in `specdec_lab.course.capstone`.
+- `nb07_engines_and_capstone`: Exercises 7.1-7.3 and `check_report`, the capstone report's
+  arithmetic (what they check is in `specdec_lab.measure.capstone`).
 
 `harness` holds what they share: the three rules every check follows (no delegation; predict,
 then measure; a stub is not an answer) and the tools that enforce them. The notebooks import
-this package and call ``checks.exercise_N_M(...)``; every public name is re-exported here.
+this package and call ``checks.exercise_N_M(...)``; every check, and every other name that a
+notebook or a wrong answer reads through ``checks.``, is re-exported here (the rest stays in its
+module, where the tests find it).
 """
 
 from __future__ import annotations
 
-from specdec_lab.course.checks.harness import (
-    call_answer,
-    refuse_delegation,
-    require_prediction,
-    source_names,
-)
-from specdec_lab.course.checks.nb00_why_decoding_is_memory_bound import KV_CHOICES, exercise_0_1
+from specdec_lab.course.checks.nb00_why_decoding_is_memory_bound import exercise_0_1
 from specdec_lab.course.checks.nb01_draft_and_verify import (
-    INSTANCE_KINDS,
     ContextFree,
     exercise_1_1,
     exercise_1_2,
     exercise_1_3,
 )
 from specdec_lab.course.checks.nb02_proving_equivalence import (
-    SIZE_CHOICES,
-    AuditedSession,
     exercise_2_1,
     exercise_2_2,
     exercise_2_3,
 )
 from specdec_lab.course.checks.nb03_acceptance_rates import exercise_3_1
-from specdec_lab.course.checks.nb04_speedup_theory import (
-    SPEED_CHOICES,
-    exercise_4_1,
-    exercise_4_2,
-    exercise_4_3,
-)
+from specdec_lab.course.checks.nb04_speedup_theory import exercise_4_1, exercise_4_2, exercise_4_3
 from specdec_lab.course.checks.nb05_memory_vs_compute import (
-    GAMMA_SHIFT_CHOICES,
-    KNEE_READING_MARGIN,
-    WORKED_KNEE_KS,
     WORKED_KNEE_NAME,
-    WORKED_KNEE_RATIOS,
     exercise_5_1,
     exercise_5_2,
 )
 from specdec_lab.course.checks.nb06_beyond_one_draft_model import exercise_6_1, exercise_6_2
+from specdec_lab.course.checks.nb07_engines_and_capstone import (
+    LEFT_OUT_OPTIONS,
+    PREDICTION_7_1,
+    PREDICTION_7_3,
+    check_report,
+    exercise_7_1,
+    exercise_7_2,
+    exercise_7_3,
+)
 
 __all__ = [
-    "GAMMA_SHIFT_CHOICES",
-    "INSTANCE_KINDS",
-    "KNEE_READING_MARGIN",
-    "KV_CHOICES",
-    "SIZE_CHOICES",
-    "SPEED_CHOICES",
-    "WORKED_KNEE_KS",
+    "LEFT_OUT_OPTIONS",
+    "PREDICTION_7_1",
+    "PREDICTION_7_3",
     "WORKED_KNEE_NAME",
-    "WORKED_KNEE_RATIOS",
-    "AuditedSession",
     "ContextFree",
-    "call_answer",
+    "check_report",
     "exercise_0_1",
     "exercise_1_1",
     "exercise_1_2",
@@ -92,7 +80,7 @@ __all__ = [
     "exercise_5_2",
     "exercise_6_1",
     "exercise_6_2",
-    "refuse_delegation",
-    "require_prediction",
-    "source_names",
+    "exercise_7_1",
+    "exercise_7_2",
+    "exercise_7_3",
 ]

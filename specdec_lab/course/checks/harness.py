@@ -12,8 +12,7 @@ Three rules hold for every check:
 - **A stub is not an answer.** A prediction left at ``None`` raises ``NotImplementedError``, as
   the stubs of the student notebooks do, after the answer's function has been checked.
 
-`call_answer` runs an answer and reports any error it raises as a wrong answer. The checks of
-notebook 07 (`specdec_lab.course.capstone`) use these tools too.
+`call_answer` runs an answer and reports any error it raises as a wrong answer.
 """
 
 from __future__ import annotations

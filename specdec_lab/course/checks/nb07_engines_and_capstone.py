@@ -1,0 +1,404 @@
+"""The checks of notebooks/07_engines_and_capstone.ipynb: Exercises 7.1 (α from an engine's
+counters), 7.3 (the α̂ a real engine's counters allow) and 7.2 (the capstone's plan), and
+`check_report`, which validates the arithmetic of a capstone report (one edited by hand, or
+copied from another machine, too). What they check is in `specdec_lab.measure.capstone`. Their
+wrong answers: tests/wrong_answers/07_engines_and_capstone.py."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from specdec_lab import decoding, theory
+from specdec_lab.course.checks.harness import call_answer, refuse_delegation, require_prediction
+from specdec_lab.measure import capstone
+
+TOL = 1e-9  # arithmetic agreement (relative), for numbers a report states
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= TOL * max(1.0, abs(b))
+
+
+# --- Exercise 7.1 --------------------------------------------------------------------------------
+
+PREDICTION_7_1 = ("accept % is higher", "they are equal", "α̂ is higher")
+LEFT_OUT_OPTIONS = {
+    "c": "the draft's cost per forward",
+    "r": "the verification forward costing more than one token",
+    "bonus": "the target's own token that ends every step",
+    "overhead": "work between the forwards: sampling, acceptance, cache rollback, Python",
+    "varying α": "α changing from position to position and prompt to prompt",
+}
+LEFT_OUT = {"overhead", "varying α"}  # what speedup(α, γ, c, r) does not contain
+
+
+def _counters_of(accepted: Sequence[int], gamma: int) -> tuple[dict[str, Any], float]:
+    """vLLM counters of steps that each drafted `gamma` tokens and kept `accepted[i]`, and the
+    course's α̂ of those steps."""
+    stats = decoding.GenerationStats(accepted=list(accepted), gammas=[gamma] * len(accepted))
+    return capstone.engine_counters(stats, gamma)["vllm"], stats.acceptance_rate
+
+
+def _worked_7_1() -> list[tuple[str, list[int], int]]:
+    rng = np.random.default_rng(7)
+    falling = []  # acceptance falls with the position: 0.9, 0.7, 0.5, 0.3, 0.2
+    for _ in range(300):
+        n = 0
+        while n < 5 and rng.random() < (0.9, 0.7, 0.5, 0.3, 0.2)[n]:
+            n += 1
+        falling.append(n)
+    return [
+        ("γ = 4, ten steps", [4, 0, 1, 2, 4, 3, 0, 0, 1, 4], 4),
+        ("γ = 5, acceptance falling with the position", falling, 5),
+        ("γ = 2, three steps", [2, 1, 0], 2),
+        ("γ = 1", [1, 0, 0, 1, 1], 1),
+        ("every draft accepted", [3, 3, 3], 3),
+        ("no draft accepted", [0, 0, 0, 0], 4),
+    ]
+
+
+def exercise_7_1(
+    alpha_from_counters: Callable[[int, list[int]], float],
+    prediction: str,
+    left_out: set[str] | None,
+    counters: dict[str, Any],
+    reference_alpha: float,
+    c: float,
+    r: float,
+    measured_speedup: float,
+) -> float:
+    """Exercise 7.1: α̂ from vLLM's counters on worked cases (where accept %, the first
+    position's rate, an average of per-position rates and an off-by-one count of the examined
+    drafts all differ from it), then on the learner's own counters (`counters`, whose α̂ is
+    `reference_alpha`); the prediction; what speedup(α, γ, c, r) leaves out. Prints the
+    predicted speedup from α̂ and from accept % next to the `measured_speedup`."""
+    for label, accepted, gamma in _worked_7_1():
+        vllm, want = _counters_of(accepted, gamma)
+        got = call_answer(
+            "7.1",
+            alpha_from_counters,
+            vllm["num_drafts"],
+            list(vllm["num_accepted_tokens_per_pos"]),
+        )
+        assert isinstance(got, (int, float)) and math.isfinite(got), (
+            f"Exercise 7.1 ({label}): return α̂ as a number, got {got!r}"
+        )
+        share = vllm["num_accepted_tokens"] / vllm["num_draft_tokens"]
+        hint = ""
+        if abs(got - share) < 1e-9 and abs(want - share) > 1e-9:
+            hint = (
+                ": that is accepted over drafted tokens (vLLM's draft acceptance rate, "
+                "llama.cpp's accept %); divide by the drafts the verifier examined instead"
+            )
+        assert abs(got - want) < 1e-9, (
+            f"Exercise 7.1 ({label}): num_drafts = {vllm['num_drafts']}, per position "
+            f"{vllm['num_accepted_tokens_per_pos']}: α̂ is {want:.6f}, got {got:.6f}{hint}"
+        )
+    gamma = len(counters["num_accepted_tokens_per_pos"])
+    mine = call_answer(
+        "7.1",
+        alpha_from_counters,
+        counters["num_drafts"],
+        list(counters["num_accepted_tokens_per_pos"]),
+    )
+    assert abs(mine - reference_alpha) < 1e-9, (
+        f"Exercise 7.1: on your own counters α̂ is {reference_alpha:.6f}, got {mine:.6f}"
+    )
+    require_prediction("7.1", prediction, PREDICTION_7_1)
+    if left_out is None:
+        raise NotImplementedError("Exercise 7.1: name what the formula leaves out in left_out_7_1")
+    assert isinstance(left_out, (set, frozenset, list, tuple)) and set(left_out) <= set(
+        LEFT_OUT_OPTIONS
+    ), f"Exercise 7.1: left_out_7_1 must be a set of keys of {sorted(LEFT_OUT_OPTIONS)}"
+    chosen = set(left_out)
+    inside = sorted(chosen - LEFT_OUT)
+    assert not inside, (
+        f"Exercise 7.1: {inside} are in the formula: E[tokens] = (1 − α^(γ+1)) / (1 − α) counts "
+        "the target's own token, and the denominator γc + r holds the draft's and the "
+        "verification's costs"
+    )
+    missing = sorted(LEFT_OUT - chosen)
+    assert not missing, (
+        f"Exercise 7.1: the formula also leaves out {', '.join(LEFT_OUT_OPTIONS[m] for m in missing)}"
+    )
+    share = counters["num_accepted_tokens"] / counters["num_draft_tokens"]
+    print(
+        f"your counters (γ = {gamma}): α̂ = {mine:.3f}, accept % = {100 * share:.1f}%; you "
+        f"predicted {prediction!r}"
+    )
+    print(
+        f"speedup(α̂, γ, c, r) = {theory.speedup(mine, gamma, c, r):.2f}x; with accept % as α "
+        f"{theory.speedup(share, gamma, c, r):.2f}x; the clock measured {measured_speedup:.2f}x"
+    )
+    print("Exercise 7.1: correct!")
+    return mine
+
+
+# --- Exercise 7.3 --------------------------------------------------------------------------------
+
+PREDICTION_7_3 = (
+    "the mean acceptance length is higher",
+    "they are equal",
+    "tokens per target call is higher",
+)
+
+
+def _drafts_counters(lengths: Sequence[int], accepted: Sequence[int]) -> tuple[dict, float]:
+    """vLLM's counters of drafts of the given lengths that kept `accepted[i]` tokens, and the
+    true α̂ of those drafts (each examined up to its first rejection or its end)."""
+    gamma = max(lengths)
+    counters = {
+        "num_drafts": len(lengths),
+        "num_draft_tokens": sum(lengths),
+        "num_accepted_tokens_per_pos": [sum(n > k for n in accepted) for k in range(gamma)],
+    }
+    examined = sum(n + (n < g) for n, g in zip(accepted, lengths, strict=True))
+    return counters, sum(accepted) / examined
+
+
+def _worked_7_3() -> list[tuple[str, list[int], list[int]]]:
+    return [  # (label, each draft's length, the tokens it kept)
+        ("every draft γ = 4 long", [4] * 6, [4, 0, 1, 2, 4, 3]),
+        ("γ = 3, two drafts one token short", [3, 3, 2, 3, 2, 3], [3, 1, 2, 0, 2, 3]),
+        ("γ = 4, a lookup's short continuations", [4, 1, 1, 2, 4], [4, 1, 0, 2, 1]),
+        ("γ = 5, short drafts rejected early", [5, 3, 2, 5], [2, 0, 1, 5]),
+        ("γ = 1", [1, 1, 1, 1], [1, 0, 1, 1]),
+        ("no draft accepted", [3, 2, 3], [0, 0, 0]),
+    ]
+
+
+def exercise_7_3(
+    alpha_range: Callable[[int, int, list[int]], tuple[float, float]],
+    prediction: str,
+    logs: dict[str, dict[str, Any]],
+    lookup: dict[str, Any],
+    lookup_alpha: float,
+    lookup_tokens_per_call: float,
+) -> None:
+    """Exercise 7.3: the α̂ an engine's counters allow, (low, high), on worked drafts of known
+    lengths (where ignoring the short drafts, an uncapped or a wrongly capped count of them, and
+    accept % all go wrong), then on the quoted logs (`logs`: `capstone.parse_engine_log` of each)
+    and on the course's own prompt-lookup run (`lookup`: `capstone.drafting_counters`, whose true
+    α̂ is `lookup_alpha`); then the prediction, printed beside that run's mean acceptance length
+    and its tokens per target call."""
+    guard = refuse_delegation(
+        "7.3", alpha_range, {"alpha_range": (capstone, "alpha_range")}, "the interval"
+    )
+    cases = []
+    for label, lengths, kept in _worked_7_3():
+        counters, true_alpha = _drafts_counters(lengths, kept)
+        cases.append((label, counters, true_alpha))
+    cases += [(f"the {name} log", log, None) for name, log in logs.items()]
+    cases.append(("your prompt-lookup run", lookup, lookup_alpha))
+    for label, counters, true_alpha in cases:
+        args = (
+            counters["num_drafts"],
+            counters["num_draft_tokens"],
+            list(counters["num_accepted_tokens_per_pos"]),
+        )
+        with guard:
+            got = call_answer("7.3", alpha_range, *args)
+        assert (
+            isinstance(got, (tuple, list))
+            and len(got) == 2
+            and all(isinstance(x, (int, float)) and math.isfinite(x) for x in got)
+        ), f"Exercise 7.3 ({label}): return (low, high), two numbers, got {got!r}"
+        want = capstone.alpha_range(*args)
+        assert true_alpha is None or want[0] - 1e-12 <= true_alpha <= want[1] + 1e-12
+        shown = f"N = {args[0]}, D = {args[1]}, per position {args[2]}"
+        gamma = len(args[2])
+        hint = ""
+        if got[0] > got[1]:
+            hint = ": low first, then high"
+        elif abs(got[0] - got[1]) < 1e-12 and want[1] > want[0]:
+            hint = (
+                f": γN = {gamma * args[0]} but D = {args[1]}, so some drafts were short, and "
+                "Exercise 7.1's count may be too high"
+            )
+        elif got[1] > 1 + 1e-12:
+            hint = ": α̂ cannot exceed 1; which drafts can be short?"
+        elif abs(got[0] - sum(args[2]) / args[1]) < 1e-12 and abs(want[0] - got[0]) > 1e-9:
+            hint = ": that is accepted over drafted tokens (accept %), not over examined drafts"
+        assert abs(got[0] - want[0]) < 1e-9 and abs(got[1] - want[1]) < 1e-9, (
+            f"Exercise 7.3 ({label}): {shown}: α̂ lies in [{want[0]:.6f}, {want[1]:.6f}], got "
+            f"[{got[0]:.6f}, {got[1]:.6f}]{hint}"
+        )
+    require_prediction("7.3", prediction, PREDICTION_7_3)
+    for name, log in logs.items():
+        low, high = capstone.alpha_range(
+            log["num_drafts"], log["num_draft_tokens"], log["num_accepted_tokens_per_pos"]
+        )
+        said = f"α̂ = {low:.3f} exactly" if high - low < 1e-12 else f"{low:.3f} ≤ α̂ ≤ {high:.3f}"
+        print(f"{name}: {said}")
+    length = 1 + lookup["num_accepted_tokens"] / lookup["num_drafts"]
+    print(
+        f"your prompt-lookup run: mean acceptance length {length:.2f} (vLLM's, over the "
+        f"{lookup['num_drafts']} steps that drafted), tokens per target call "
+        f"{lookup_tokens_per_call:.2f} (every step); you predicted {prediction!r}"
+    )
+    print("Exercise 7.3: correct!")
+
+
+# --- Exercise 7.2 and the capstone report -------------------------------------------------------
+
+
+def _worked_7_2() -> list[tuple[str, float, float, float, list[float]]]:
+    rising = [1.0 + 0.09 * k**1.3 for k in range(12)]  # verification dearer with every token
+    return [
+        ("a verify curve that rises with k", 0.8, 0.02, 0.05, rising),
+        ("a flat curve up to 8 tokens, then a step", 0.7, 0.03, 0.02, [1.0] * 8 + [1.6] * 8),
+        ("a dear draft", 0.9, 0.01, 0.4, [1.0, 1.02, 1.05, 1.1, 1.2, 1.3]),
+        ("a weak draft", 0.35, 0.05, 0.1, [1.0, 1.3, 1.45, 1.5, 1.55]),
+    ]
+
+
+def exercise_7_2(
+    plan_capstone: Callable[..., dict[str, Any]],
+    alpha: float,
+    alpha_se: float,
+    c: float,
+    curve: Sequence[float],
+) -> dict[str, Any]:
+    """Exercise 7.2 on worked cases (where ignoring r, an off-by-one r, maximising tokens per
+    call and a one-sided range all go wrong), then on the capstone's own measurements."""
+    guard = refuse_delegation(
+        "7.2", plan_capstone, {"best_plan": (capstone, "best_plan")}, "the plan"
+    )
+    for label, a, se, cc, cv in [*_worked_7_2(), ("your measurements", alpha, alpha_se, c, curve)]:
+        with guard:
+            got = call_answer("7.2", plan_capstone, a, se, cc, list(cv))
+        assert isinstance(got, dict) and set(capstone.PLAN_KEYS) <= set(got), (
+            f"Exercise 7.2: return a dict with the keys {capstone.PLAN_KEYS}, got {got!r}"
+        )
+        want = capstone.best_plan(a, se, cc, cv)
+        if got["gamma"] != want["gamma"]:
+            shown = f"α = {a}, c = {cc}, r(γ) = {[round(x, 3) for x in cv[1:]]}"
+            raise AssertionError(
+                f"Exercise 7.2 ({label}): {shown}: the best γ is {want['gamma']}, got "
+                f"{got['gamma']}: maximise E[tokens] / (γc + r(γ)) with r(γ) = t(γ + 1) / t(1)"
+            )
+        for key in capstone.PLAN_KEYS[1:]:
+            assert isinstance(got[key], (int, float)) and _close(got[key], want[key]), (
+                f"Exercise 7.2 ({label}): at γ = {want['gamma']} {key} is {want[key]:.4f}, got "
+                f"{got[key]}: "
+                + (
+                    "speedup(α̂, γ, c, r(γ)) with r(γ) = curve[γ]"
+                    if key == "predicted"
+                    else "the range is the speedup at α̂ − 2 SE and α̂ + 2 SE, at the same γ"
+                )
+            )
+    with guard:
+        plan = plan_capstone(alpha, alpha_se, c, list(curve))
+    print(
+        f"your plan: γ = {plan['gamma']}, predicted {plan['predicted']:.2f}x "
+        f"({plan['predicted_low']:.2f}–{plan['predicted_high']:.2f}x at α̂ ± 2 SE)"
+    )
+    print("Exercise 7.2: correct!")
+    return {k: plan[k] for k in capstone.PLAN_KEYS}
+
+
+class ReportError(AssertionError):
+    """A capstone report whose numbers do not follow from each other."""
+
+
+def check_report(rep: dict[str, Any]) -> str:
+    """Validate a capstone report's arithmetic; return its one-line summary.
+
+    Checks that the per-prompt counts add up to the pooled ones; that α̂ follows from them and its
+    SE is the one across prompts (`cluster_se`; the binomial SE, which treats every draft as an
+    independent coin, is refused); that γ is the best one for the reported α̂, c and verification
+    curve and the predicted speedup and its interval (α̂ ± 2 SE across prompts) follow from them;
+    that each prompt's measured speedup is its plain over its speculative seconds and its
+    predicted one is speedup(its own α̂, γ, c, r(γ)); that the pooled speedup is total plain over
+    total speculative seconds; and that the verdict says where it lies against the predicted
+    interval. Raises `ReportError` with a sentence naming what does not add up.
+    """
+
+    def need(ok: bool, why: str) -> None:
+        if not ok:
+            raise ReportError(f"Capstone report: {why}")
+
+    accepted, examined = rep["prompt_accepted"], rep["prompt_examined"]
+    n = len(examined)
+    need(len(accepted) == n >= 2, "one count per prompt, at least two prompts")
+    need(
+        all(e > 0 and 0 <= a <= e for a, e in zip(accepted, examined, strict=True)),
+        "per-prompt counts out of range",
+    )
+    need(
+        rep["accepted"] == sum(accepted) and rep["examined"] == sum(examined),
+        f"the pooled counts are the sums over the prompts ({sum(accepted)} of {sum(examined)})",
+    )
+    alpha = rep["accepted"] / rep["examined"]
+    need(_close(rep["alpha"], alpha), f"α̂ = accepted / examined = {alpha:.4f}, not {rep['alpha']}")
+    se, binomial = (
+        capstone.cluster_se(accepted, examined),
+        capstone.binomial_se(alpha, rep["examined"]),
+    )
+    need(
+        not (_close(rep["alpha_se"], binomial) and not _close(binomial, se)),
+        f"alpha_se {rep['alpha_se']:.4g} is the binomial SE, which treats every draft as an "
+        f"independent coin; the range uses the standard error across prompts, {se:.4g}",
+    )
+    need(
+        _close(rep["alpha_se"], se),
+        f"the standard error of α̂ across prompts is {se:.4g}, not {rep['alpha_se']}",
+    )
+    need(
+        _close(rep["alpha_se_binomial"], binomial),
+        f"the binomial standard error is {binomial:.4g}, not {rep['alpha_se_binomial']}",
+    )
+    curve, c = rep["verify_curve"], rep["c"]
+    need(len(curve) >= 2 and _close(curve[0], 1.0), "verify_curve[0] is t(1)/t(1) = 1")
+    want = capstone.best_plan(alpha, se, c, curve)
+    gamma = want["gamma"]
+    need(rep["gamma"] == gamma, f"the best γ for these α̂, c, r is {gamma}")
+    narrow = capstone.best_plan(alpha, binomial, c, curve)
+    for key in capstone.PLAN_KEYS[1:]:
+        hint = ""
+        if key != "predicted" and _close(rep[key], narrow[key]) and not _close(rep[key], want[key]):
+            hint = ": that is the end of α̂ ± 2 binomial SE, not ± 2 SE across prompts"
+        need(
+            _close(rep[key], want[key]),
+            f"{key} at γ = {gamma} is {want[key]:.4f}, not {rep[key]}{hint}",
+        )
+    plain, spec = rep["plain_seconds"], rep["spec_seconds"]
+    need(
+        len(plain) == len(spec) == len(rep["measured_per_prompt"]) == n,
+        "one time per prompt, for the prompts counted",
+    )
+    r = curve[gamma]
+    for i, (p, s, m) in enumerate(zip(plain, spec, rep["measured_per_prompt"], strict=True)):
+        need(p > 0 and s > 0 and _close(m, p / s), f"prompt {i}: speedup {p / s:.4f}, not {m}")
+    need(len(rep["predicted_per_prompt"]) == n, "one predicted speedup per prompt")
+    for i, (a, e, got) in enumerate(
+        zip(accepted, examined, rep["predicted_per_prompt"], strict=True)
+    ):
+        own = theory.speedup(a / e, gamma, c, r)
+        need(
+            _close(got, own),
+            f"prompt {i}: its own α̂ = {a / e:.4f} predicts {own:.4f} at γ = {gamma}, not {got}",
+        )
+    pooled = sum(plain) / sum(spec)
+    need(
+        _close(rep["measured_pooled"], pooled),
+        f"the pooled speedup is total plain / total speculative seconds, {pooled:.4f}",
+    )
+    where = capstone.verdict(pooled, want["predicted_low"], want["predicted_high"])
+    need(
+        rep["verdict"] == where,
+        f"the pooled {pooled:.2f}x lies {where} the predicted interval "
+        f"{want['predicted_low']:.2f}–{want['predicted_high']:.2f}x, not {rep['verdict']!r}",
+    )
+    return (
+        f"{rep['pair']} on {rep['device']}, T = {rep['temperature']:g}: α̂ = {alpha:.3f} ± "
+        f"{se:.3f} (SE across {n} prompts, used; binomial SE {binomial:.3f}, not used), "
+        f"c = {c:.3f}, γ = {gamma} (r = {r:.2f}): predicted {rep['predicted']:.2f}x "
+        f"({rep['predicted_low']:.2f}–{rep['predicted_high']:.2f} at α̂ ± 2 SE), measured "
+        f"{pooled:.2f}x pooled over {n} prompts (each the fastest of {rep['rounds']} rounds): "
+        f"{where} the predicted interval"
+    )

@@ -1,0 +1,476 @@
+"""Notebook 07's engine arithmetic: engine-style counters, the capstone's plan and its report.
+
+Engines report speculative decoding in their own counters. `engine_counters` turns the course
+loop's statistics into the counters two engines keep, so that a learner can read them with
+numbers they produced themselves:
+
+- **vLLM** (``vllm/v1/spec_decode/metrics.py``): per drafting step it adds one to
+  ``num_drafts``, the drafted tokens to ``num_draft_tokens``, the accepted ones to
+  ``num_accepted_tokens``, and one to ``num_accepted_tokens_per_pos[i]`` for every position i
+  before the first rejection. It logs a *mean acceptance length* 1 + accepted / drafts, a
+  *per-position acceptance rate* per_pos[i] / drafts, and a *draft acceptance rate*
+  accepted / drafted tokens;
+- **llama.cpp** (``examples/speculative-simple``): ``n_drafted`` sums the drafted tokens,
+  ``n_accept`` the accepted ones, and ``accept`` is 100 · n_accept / n_drafted.
+
+Neither engine's "acceptance rate" is the course's α̂ (drafts accepted over drafts the verifier
+examined, `decoding.GenerationStats.acceptance_rate`): both divide by every drafted token,
+including those after the first rejection, which nobody examined.
+
+The capstone: a pair of the learner's choosing, α̂ on their own prompts with its standard error
+across prompts (`prompt_se`; the binomial SE assumes independent drafts), c and the verification
+curve on their device, the best γ and its predicted speedup with an interval (`best_plan`), then
+the clock: the pooled measured speedup inside, above or below that interval (`verdict`), and each
+prompt's measured speedup beside the one its own α̂ predicts. `report` assembles the numbers.
+The checks of Exercises 7.1 and 7.2 and of a report's arithmetic are in
+`specdec_lab.course.checks.nb07_engines_and_capstone`.
+
+p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specdec_lab import decoding, theory
+
+Z_RANGE = 2.0  # the predicted range: α̂ ± 2 standard errors
+PLAN_KEYS = ("gamma", "predicted", "predicted_low", "predicted_high")
+
+
+# --- engine counters ----------------------------------------------------------------------------
+
+
+def full_steps(stats: decoding.GenerationStats, gamma: int) -> decoding.GenerationStats:
+    """The steps of `stats` that drafted exactly `gamma` tokens (an engine with a fixed number of
+    speculative tokens drafts that many; the course loop drafts fewer near the token budget)."""
+    if not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma must be a positive integer, got {gamma!r}")
+    kept = [(n, g) for n, g in zip(stats.accepted, stats.gammas, strict=True) if g == gamma]
+    if not kept:
+        raise ValueError(f"no step of these statistics drafted γ = {gamma} tokens")
+    return decoding.GenerationStats(accepted=[n for n, _ in kept], gammas=[g for _, g in kept])
+
+
+def engine_counters(stats: decoding.GenerationStats, gamma: int) -> dict[str, dict[str, Any]]:
+    """vLLM's and llama.cpp's counters for the steps of `stats` that drafted `gamma` tokens.
+
+    Returns ``{"vllm": {num_drafts, num_draft_tokens, num_accepted_tokens,
+    num_accepted_tokens_per_pos}, "llama.cpp": {n_draft, n_drafted, n_accept, n_predict}}``;
+    n_predict counts every emitted token (accepted drafts plus one target token per step).
+    """
+    steps = full_steps(stats, gamma)
+    per_pos = [sum(n > i for n in steps.accepted) for i in range(gamma)]  # (γ,)
+    accepted = sum(steps.accepted)
+    return {
+        "vllm": {
+            "num_drafts": len(steps.accepted),
+            "num_draft_tokens": gamma * len(steps.accepted),
+            "num_accepted_tokens": accepted,
+            "num_accepted_tokens_per_pos": per_pos,
+        },
+        "llama.cpp": {
+            "n_draft": gamma,
+            "n_drafted": gamma * len(steps.accepted),
+            "n_accept": accepted,
+            "n_predict": accepted + len(steps.accepted),
+        },
+    }
+
+
+def vllm_metrics(counters: dict[str, Any]) -> dict[str, Any]:
+    """What vLLM's log line computes from its counters (``SpecDecodingLogging.log``)."""
+    drafts, per_pos = counters["num_drafts"], counters["num_accepted_tokens_per_pos"]
+    return {
+        "mean_acceptance_length": 1 + counters["num_accepted_tokens"] / drafts,
+        "per_position_acceptance_rate": [a / drafts for a in per_pos],
+        "draft_acceptance_rate": counters["num_accepted_tokens"] / counters["num_draft_tokens"],
+    }
+
+
+def llama_cpp_accept(counters: dict[str, Any]) -> float:
+    """llama.cpp's ``accept`` line, in percent: 100 · n_accept / n_drafted."""
+    return 100.0 * counters["n_accept"] / counters["n_drafted"]
+
+
+def parse_speculative_simple(log: str) -> dict[str, int]:
+    """The counters ``llama-speculative-simple`` prints when it ends (``n_draft = 16`` ...):
+    {n_draft, n_predict, n_drafted, n_accept}. Raises ValueError if one is missing."""
+    found = {}
+    for key in ("n_draft", "n_predict", "n_drafted", "n_accept"):
+        match = re.search(rf"\b{key}\s*=\s*(\d+)", log)
+        if match is None:
+            raise ValueError(f"no '{key} = N' line in the llama-speculative-simple output")
+        found[key] = int(match[1])
+    return found
+
+
+def run_speculative_simple(command: Sequence[str], attempts: int = 3) -> dict[str, float]:
+    """Run a ``llama-speculative-simple`` command line; return its counters
+    (`parse_speculative_simple`) and "tokens_per_s", its decoding speed.
+
+    Its logger writes from a thread, and a run can exit before the closing lines are written
+    (seen with llama.cpp as vendored in llama-cpp-python 0.3.36, about one run in four): such a
+    run is repeated, up to `attempts` runs. A failing run raises with the end of its output."""
+    for _ in range(attempts):
+        done = subprocess.run(list(command), capture_output=True, text=True, timeout=900)
+        log = done.stdout + done.stderr
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"llama-speculative-simple failed ({done.returncode}):\n{log[-2000:]}"
+            )
+        if "n_accept" in log:
+            break
+    speed = re.findall(r"decoded\s+\d+ tokens in .*speed:\s*([\d.]+) t/s", log)
+    if not speed:
+        raise ValueError("no 'decoded N tokens ... speed: X t/s' line in its output")
+    return parse_speculative_simple(log) | {"tokens_per_s": float(speed[-1])}
+
+
+def llama_cpp_tokens_per_call(counters: dict[str, int]) -> float:
+    """Tokens per target call from llama.cpp's counters: every round emits its accepted drafts
+    plus one target token, so there were n_predict − n_accept rounds (the run's last round can
+    stop early at the token budget or an end of text, which this ignores)."""
+    rounds = counters["n_predict"] - counters["n_accept"]
+    if rounds <= 0:
+        raise ValueError(f"n_predict must exceed n_accept, got {counters}")
+    return counters["n_predict"] / rounds
+
+
+# --- real engine logs ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EngineLog:
+    """Lines an engine printed, copied verbatim from a public thread (`source`), with what the
+    thread says about the run (`setting`)."""
+
+    engine: str  # "vllm" or "llama-server"
+    source: str  # the URL the lines are copied from
+    setting: str  # the run, as its thread describes it
+    text: str  # the lines, verbatim
+
+
+ENGINE_LOGS = {
+    "vllm-ngram": EngineLog(
+        "vllm",
+        "https://github.com/vllm-project/vllm/pull/24127",
+        "vLLM serving facebook/opt-125m with n-gram lookup: speculative_config "
+        '{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 5, '
+        '"prompt_lookup_max": 10}; one request of up to 1000 tokens at temperature 0.7 '
+        "(the pull request's test result)",
+        "(APIServer pid=2236552) INFO 09-09 11:51:35 [metrics.py:96] SpecDecoding metrics: "
+        "Draft acceptance rate: 88.8%, Mean acceptance length: 5.44, Accepted throughput: 4.37 "
+        "tokens/s, Drafted throughput: 4.92 tokens/s, Accepted: 262 tokens, Drafted: 295 "
+        "tokens, Per-position acceptance rate: 0.983, 0.949, 0.915, 0.881, 0.712",
+    ),
+    "llama-server-eagle3": EngineLog(
+        "llama-server",
+        "https://github.com/ggml-org/llama.cpp/pull/24536",
+        "llama-server with an EAGLE-3 draft (draft-eagle3), one request of 256 tokens; the "
+        "contributor's check of the pull request's new metrics (a comment of 2026-06-15)",
+        "0.06.895.980 I slot print_timing: id  1 | task 0 | prompt eval time =     300.11 ms /"
+        "    20 tokens (   15.01 ms per token,    66.64 tokens per second)\n"
+        "0.06.895.998 I slot print_timing: id  1 | task 0 |        eval time =    2296.72 ms /"
+        "   256 tokens (    8.97 ms per token,   111.46 tokens per second)\n"
+        "0.06.895.999 I slot print_timing: id  1 | task 0 |       total time =    2596.83 ms /"
+        "   276 tokens\n"
+        "0.06.896.009 I slot print_timing: id  1 | task 0 |    graphs reused =         85\n"
+        "0.06.896.015 I slot print_timing: id  1 | task 0 | draft acceptance = 0.64479 (  167 "
+        "accepted /   259 generated), mean acceptance length =  2.92, acceptance rate per "
+        "position = (0.805, 0.632, 0.483)\n"
+        "0.06.896.057 I statistics     draft-eagle3: #calls(b,g,a) =    1     87     87, #gen "
+        "drafts =     87, #acc drafts =    70, #gen tokens =    259, #acc tokens =   167, #mean "
+        "acc len = 2.92, #acc rate/pos = (0.805, 0.632, 0.483), dur(b,g,a) = 0.005, 325.555, "
+        "0.114 ms",
+    ),
+}
+
+
+def _number(pattern: str, text: str, what: str) -> str:
+    match = re.search(pattern, text)
+    if match is None:
+        raise ValueError(f"no {what} in the log")
+    return match[1]
+
+
+def _rates(listed: str) -> list[float]:
+    return [float(x) for x in re.split(r"[,\s]+", listed.strip()) if x]
+
+
+def _counts_from_rates(rates: Sequence[float], drafts: int, digits: int = 3) -> list[int]:
+    """The integer counts a_k behind per-position rates a_k / drafts printed to `digits`."""
+    counts = [round(rate * drafts) for rate in rates]
+    half = 0.5 * 10.0**-digits + 1e-12
+    if any(abs(a / drafts - rate) > half for a, rate in zip(counts, rates, strict=True)):
+        raise ValueError(f"no integer counts over {drafts} drafts print as the rates {rates}")
+    return counts
+
+
+def parse_vllm_log(text: str) -> dict[str, Any]:
+    """vLLM's counters behind one ``SpecDecoding metrics:`` line (`vllm_metrics` in reverse).
+
+    The line prints `num_accepted_tokens` and `num_draft_tokens` exactly but `num_drafts` only
+    through the mean acceptance length 1 + accepted / drafts, rounded to 2 decimals, and the
+    per-position counts as rates rounded to 3. The counts are recovered as the one number of
+    drafts (and its integer counts) that prints as the line does; a ValueError when the rounding
+    leaves more than one (a long interval: read the exact counters on /metrics instead)."""
+    accepted = int(_number(r"Accepted: (\d+) tokens", text, "'Accepted: N tokens'"))
+    drafted = int(_number(r"Drafted: (\d+) tokens", text, "'Drafted: N tokens'"))
+    length = float(_number(r"Mean acceptance length: ([\d.]+)", text, "mean acceptance length"))
+    rates = _rates(
+        _number(r"Per-position acceptance rate: ([\d., ]+\d)", text, "per-position rates")
+    )
+    fits = []
+    for drafts in range(1, drafted + 1):  # every draft holds at least one token
+        if abs(1 + accepted / drafts - length) > 0.005 + 1e-12:
+            continue
+        try:
+            counts = _counts_from_rates(rates, drafts)
+        except ValueError:
+            continue
+        if sum(counts) == accepted:
+            fits.append((drafts, counts))
+    if len(fits) != 1:
+        raise ValueError(
+            f"{len(fits)} numbers of drafts print as this line: read the exact counters on /metrics"
+        )
+    drafts, counts = fits[0]
+    printed = re.search(r"Draft acceptance rate: ([\d.]+)%", text)
+    if printed and abs(100 * accepted / drafted - float(printed[1])) > 0.05 + 1e-9:
+        raise ValueError("the draft acceptance rate disagrees with 'Accepted' over 'Drafted'")
+    return {
+        "engine": "vllm",
+        "gamma": len(rates),
+        "num_drafts": drafts,
+        "num_draft_tokens": drafted,
+        "num_accepted_tokens": accepted,
+        "num_accepted_tokens_per_pos": counts,
+        "mean_acceptance_length": length,
+        "new_tokens": None,  # the line does not count the tokens generated
+        "ms_per_token": None,
+    }
+
+
+def parse_llama_server_log(text: str) -> dict[str, Any]:
+    """llama-server's counters from its end-of-request lines: the ``statistics`` line of a drafter
+    (``#gen drafts``, ``#acc drafts``, ``#gen tokens``, ``#acc tokens``, ``#acc rate/pos``) and the
+    ``eval time`` line (the tokens generated and the time per token), as vLLM names them."""
+    drafts = int(_number(r"#gen drafts =\s*(\d+)", text, "'#gen drafts ='"))
+    first = int(_number(r"#acc drafts =\s*(\d+)", text, "'#acc drafts ='"))
+    drafted = int(_number(r"#gen tokens =\s*(\d+)", text, "'#gen tokens ='"))
+    accepted = int(_number(r"#acc tokens =\s*(\d+)", text, "'#acc tokens ='"))
+    length = float(_number(r"#mean acc len =\s*([\d.]+)", text, "'#mean acc len ='"))
+    counts = _counts_from_rates(
+        _rates(_number(r"#acc rate/pos = \(([^)]*)\)", text, "'#acc rate/pos'")), drafts
+    )
+    if counts[0] != first or sum(counts) != accepted:
+        raise ValueError("the per-position rates disagree with '#acc drafts' or '#acc tokens'")
+    match = re.search(r"\|\s+eval time =\s*[\d.]+ ms /\s*(\d+) tokens \(\s*([\d.]+) ms per", text)
+    return {
+        "engine": "llama-server",
+        "gamma": len(counts),
+        "num_drafts": drafts,
+        "num_draft_tokens": drafted,
+        "num_accepted_tokens": accepted,
+        "num_accepted_tokens_per_pos": counts,
+        "mean_acceptance_length": length,
+        "new_tokens": int(match[1]) if match else None,
+        "ms_per_token": float(match[2]) if match else None,
+    }
+
+
+def parse_engine_log(log: EngineLog) -> dict[str, Any]:
+    """The counters behind a quoted engine log (`parse_vllm_log`, `parse_llama_server_log`)."""
+    parsers = {"vllm": parse_vllm_log, "llama-server": parse_llama_server_log}
+    if log.engine not in parsers:
+        raise ValueError(f"no parser for {log.engine!r}: one of {sorted(parsers)}")
+    return parsers[log.engine](log.text)
+
+
+def alpha_range(
+    num_drafts: int, num_draft_tokens: int, accepted_per_pos: Sequence[int]
+) -> tuple[float, float]:
+    """The course's α̂ allowed by an engine's counters: (low, high), equal when every draft had
+    γ = len(accepted_per_pos) tokens (Exercise 7.3).
+
+    Exercise 7.1's count of the examined drafts, N + a_0 + … + a_{γ−2}, assumes every draft had γ
+    tokens. A shorter draft accepted to its end was examined one time fewer than that count says
+    (there was no next draft to reject). At most γN − D drafts were short (each lacks a token at
+    least), and a short draft accepted to its end is among the a_0 drafts that accepted their
+    first token but not among the a_{γ−1} accepted at position γ − 1, which it does not have: so
+    at most S = min(γN − D, a_0 − a_{γ−1}) examinations are over-counted. low assumes none, high
+    all S (and stays at most 1)."""
+    gamma, accepted = len(accepted_per_pos), sum(accepted_per_pos)
+    if num_drafts < 1 or not 0 < num_draft_tokens <= gamma * num_drafts:
+        raise ValueError(
+            f"{num_drafts} drafts of at most γ = {gamma} tokens cannot hold "
+            f"{num_draft_tokens} drafted tokens"
+        )
+    examined = num_drafts + sum(accepted_per_pos[:-1])  # every draft γ long (Exercise 7.1)
+    short = min(gamma * num_drafts - num_draft_tokens, accepted_per_pos[0] - accepted_per_pos[-1])
+    return accepted / examined, accepted / (examined - short)
+
+
+def log_tokens_per_call(counters: dict[str, Any]) -> float | None:
+    """Tokens per target call of a run whose log counts its tokens: every target forward emits
+    its accepted drafts plus one token of its own, so new_tokens − accepted forwards emitted
+    tokens (the prompt's forward, which emits the first, included). None when the log does not
+    count the tokens (a vLLM metrics line)."""
+    new = counters.get("new_tokens")
+    if new is None:
+        return None
+    return new / (new - counters["num_accepted_tokens"])
+
+
+def drafting_counters(stats: decoding.GenerationStats, gamma: int) -> dict[str, Any]:
+    """vLLM's counters of the course loop's steps as vLLM counts them: every step that drafted at
+    least one token is a draft, however short (a prompt lookup that found a shorter continuation,
+    or the last steps of the token budget), and a step that drafted nothing is not counted."""
+    steps = [(n, g) for n, g in zip(stats.accepted, stats.gammas, strict=True) if g > 0]
+    if not steps or max(g for _, g in steps) > gamma:
+        raise ValueError(f"need steps that drafted between 1 and γ = {gamma} tokens")
+    return {
+        "num_drafts": len(steps),
+        "num_draft_tokens": sum(g for _, g in steps),
+        "num_accepted_tokens": sum(n for n, _ in steps),
+        "num_accepted_tokens_per_pos": [sum(n > k for n, _ in steps) for k in range(gamma)],
+    }
+
+
+# --- the capstone: the plan and the report -----------------------------------------------------
+
+
+def best_plan(alpha: float, alpha_se: float, c: float, curve: Sequence[float]) -> dict[str, Any]:
+    """The plan Exercise 7.2 asks for: the γ in 1..len(curve) − 1 with the highest
+    speedup(α̂, γ, c, r(γ)), where r(γ) = curve[γ] = t(γ + 1 tokens) / t(1 token) (curve[0] = 1),
+    its predicted speedup, and the speedups at α̂ ± 2 standard errors (clipped to [0, 1])."""
+    if len(curve) < 2:
+        raise ValueError("curve needs t(k)/t(1) for k = 1 and at least k = 2")
+    gammas = range(1, len(curve))
+    gamma = max(gammas, key=lambda g: theory.speedup(alpha, g, c, curve[g]))
+    lo, hi = max(alpha - Z_RANGE * alpha_se, 0.0), min(alpha + Z_RANGE * alpha_se, 1.0)
+    return {
+        "gamma": gamma,
+        "predicted": theory.speedup(alpha, gamma, c, curve[gamma]),
+        "predicted_low": theory.speedup(lo, gamma, c, curve[gamma]),
+        "predicted_high": theory.speedup(hi, gamma, c, curve[gamma]),
+    }
+
+
+def binomial_se(alpha: float, trials: int) -> float:
+    """The standard error of α̂ = accepted / trials, were every examined draft an independent coin
+    with one α. Drafts in one step or one prompt are correlated and α varies by prompt, so this
+    understates the real uncertainty (`prompt_se` is the one the capstone's range uses)."""
+    return math.sqrt(alpha * (1 - alpha) / trials)
+
+
+def cluster_se(accepted: Sequence[int], examined: Sequence[int]) -> float:
+    """The standard error of the pooled α̂ = Σ accepted / Σ examined with each prompt (entry) as
+    one unit: the cluster standard error of a ratio, no independence assumed within a prompt.
+    NaN with fewer than two prompts."""
+    n, total = len(accepted), sum(examined)
+    if n != len(examined):
+        raise ValueError("accepted and examined: one count per prompt each")
+    if n < 2 or total == 0:
+        return math.nan
+    alpha = sum(accepted) / total
+    gaps = [a - alpha * e for a, e in zip(accepted, examined, strict=True)]  # one per prompt
+    return math.sqrt(n / (n - 1) * sum(g * g for g in gaps)) / total
+
+
+def prompt_se(per_prompt: Sequence[decoding.GenerationStats]) -> float:
+    """`cluster_se` of the statistics of one generation per prompt (the SE across prompts)."""
+    return cluster_se([sum(s.accepted) for s in per_prompt], [s.trials for s in per_prompt])
+
+
+def verdict(measured: float, low: float, high: float) -> str:
+    """Where a measured speedup lies against the predicted interval [low, high]: "inside",
+    "above" or "below" it."""
+    if measured < low:
+        return "below"
+    return "above" if measured > high else "inside"
+
+
+def report(
+    pair: str,
+    per_prompt: Sequence[decoding.GenerationStats],
+    c: float,
+    curve: Sequence[float],
+    plan: dict[str, Any],
+    plain_seconds: Sequence[float],
+    spec_seconds: Sequence[float],
+    rounds: int,
+    device: str,
+    temperature: float = 0.0,
+) -> dict[str, Any]:
+    """The capstone's report, from its measurements: α̂ pooled over the prompts (`per_prompt`:
+    one generation's statistics per prompt) with its SE across prompts (and the binomial SE, for
+    contrast), c, the verification curve, the plan (made with the SE across prompts), and the
+    clock: seconds per prompt, each the fastest of `rounds`, plain and speculative at the plan's γ.
+
+    Like for like: the pooled measured speedup (total plain over total speculative seconds) is
+    placed against the predicted interval ("verdict"), and each prompt's measured speedup stands
+    beside the speedup its own α̂ predicts at the same γ, c and r(γ)."""
+    plain, spec = np.asarray(plain_seconds, float), np.asarray(spec_seconds, float)
+    if plain.shape != spec.shape or plain.ndim != 1 or len(plain) < 2:
+        raise ValueError("plain_seconds and spec_seconds: one time per prompt, at least two")
+    if len(per_prompt) != len(plain):
+        raise ValueError("per_prompt: one GenerationStats per prompt timed")
+    accepted = [sum(s.accepted) for s in per_prompt]
+    examined = [s.trials for s in per_prompt]
+    pooled = decoding.GenerationStats.merge(list(per_prompt))
+    a, trials = pooled.acceptance_rate, pooled.trials
+    gamma, r = plan["gamma"], curve[plan["gamma"]]
+    measured = float(plain.sum() / spec.sum())
+    return {
+        "pair": pair,
+        "device": device,
+        "temperature": float(temperature),
+        "prompt_accepted": accepted,
+        "prompt_examined": examined,
+        "accepted": sum(accepted),
+        "examined": trials,
+        "alpha": a,
+        "alpha_se": cluster_se(accepted, examined),
+        "alpha_se_binomial": binomial_se(a, trials),
+        "c": c,
+        "verify_curve": [float(x) for x in curve],
+        **{k: plan[k] for k in PLAN_KEYS},
+        "rounds": rounds,
+        "plain_seconds": plain.tolist(),
+        "spec_seconds": spec.tolist(),
+        "predicted_per_prompt": [
+            theory.speedup(n / e, gamma, c, r) for n, e in zip(accepted, examined, strict=True)
+        ],
+        "measured_per_prompt": (plain / spec).tolist(),
+        "measured_pooled": measured,
+        "verdict": verdict(measured, plan["predicted_low"], plan["predicted_high"]),
+    }
+
+
+def per_prompt_table(rep: dict[str, Any]) -> str:
+    """Each prompt's α̂, the speedup its own α̂ predicts and the measured one, as a small table."""
+    rows = [f"{'prompt':>6} {'examined':>8} {'α̂':>6} {'predicted':>9} {'measured':>8}"]
+    for i, (a, e, p, m) in enumerate(
+        zip(
+            rep["prompt_accepted"],
+            rep["prompt_examined"],
+            rep["predicted_per_prompt"],
+            rep["measured_per_prompt"],
+            strict=True,
+        )
+    ):
+        rows.append(f"{i:>6} {e:>8} {a / e:>6.3f} {p:>8.2f}x {m:>7.2f}x")
+    rows.append(
+        f"{'pooled':>6} {rep['examined']:>8} {rep['alpha']:>6.3f} {rep['predicted']:>8.2f}x "
+        f"{rep['measured_pooled']:>7.2f}x"
+    )
+    return "\n".join(rows)
