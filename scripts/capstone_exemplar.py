@@ -7,7 +7,8 @@ per prompt, γ = 4 for the probe runs, one thread, CPU time), step for step:
 
 1. one speculative run per prompt and temperature (prompt i samples from a generator seeded i):
    α̂ pooled over the prompts, its SE across prompts and the binomial SE;
-2. t(k) for k = 1..9 new tokens and the draft's one-token time: c and the verification curve;
+2. t(k) for k = 1..9 new tokens and the draft's one-token time, in one interleaved sweep
+   (`capstone.curve_and_c`): c and the verification curve;
 3. the plan (`capstone.best_plan`, Exercise 7.2's answer) at each temperature;
 4. plain and speculative decoding of every prompt at the plan's γ, each prompt timed as the
    fastest of `--rounds` rounds (`timing.timed_runs`, the notebook's harness);
@@ -73,9 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for temp in TEMPERATURES
     }
-    t_k = timing.runtime_sweep(pair.target, range(1, 10), ("auto",), 11, clock=clock)["auto"]
-    curve = [t / t_k[0] for t in t_k]  # t(k) / t(1) for k = 1..9
-    c = timing.session_latency(pair.draft, 1, repeats=11, clock=clock) / t_k[0]
+    curve, c = capstone.curve_and_c(pair, clock=clock)  # t(k) / t(1) for k = 1..9, and c
     info = env.device_info("cpu")
     device = f"{info['device']} ({info['cpu']})"
     reports = {}

@@ -33,13 +33,16 @@ from __future__ import annotations
 import math
 import re
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from specdec_lab import decoding, theory
+from specdec_lab.engine import sessions
+from specdec_lab.measure import timing
 
 Z_RANGE = 2.0  # the predicted range: α̂ ± 2 standard errors
 PLAN_KEYS = ("gamma", "predicted", "predicted_low", "predicted_high")
@@ -346,6 +349,21 @@ def drafting_counters(stats: decoding.GenerationStats, gamma: int) -> dict[str, 
 
 
 # --- the capstone: the plan and the report -----------------------------------------------------
+
+
+def curve_and_c(
+    pair, clock: Callable[[], float] = time.perf_counter, repeats: int = 11, max_tokens: int = 9
+) -> tuple[list[float], float]:
+    """The verification curve t(k) / t(1) for k = 1..max_tokens and c, the draft's one-token
+    forward over the target's, all timed in the same interleaved rounds (`timing.session_sweep`,
+    the fastest of `repeats` on `clock`), so that a burst of load cannot land on one of them."""
+    opened = {
+        "target": sessions.open_session(pair.target, pair.vocab_size),
+        "draft": sessions.open_session(pair.draft, pair.vocab_size),
+    }
+    ks = {"target": range(1, max_tokens + 1), "draft": [1]}
+    t = timing.session_sweep(opened, ks, repeats, clock=clock)
+    return [x / t["target"][0] for x in t["target"]], t["draft"][0] / t["target"][0]
 
 
 def best_plan(alpha: float, alpha_se: float, c: float, curve: Sequence[float]) -> dict[str, Any]:
