@@ -55,10 +55,10 @@ test: $(STAMP) $(SMOLLM2) lint  ## the whole suite: lint, pytest and every noteb
 	$(BIN)/python -m pytest -n 2 --dist loadscope --nbval-lax --nbval-current-env -m "not accelerator and not corepath" tests notebooks
 
 test-core-path: $(STAMP) $(SMOLLM2)  ## each notebook's setup and core sections alone, as a workshop runs them
-	$(BIN)/python -m pytest -n 2 -m corepath tests/test_core_path.py
+	$(BIN)/python -m pytest -n 2 -m corepath tests/notebooks/test_core_path.py
 
 test-accelerator: $(STAMP) $(SMOLLM2)  ## every notebook, and gpu_check end to end, on the simulated accelerator
-	$(BIN)/python -m pytest -n 2 -m accelerator tests/test_accelerator_notebooks.py tests/test_gpu_check.py tests/test_gpu_dry_run.py
+	$(BIN)/python -m pytest -n 2 -m accelerator tests/notebooks/test_accelerator_notebooks.py tests/cli/test_gpu_check.py tests/cli/test_gpu_dry_run.py
 
 # Notebook hygiene is checked on what git would commit (the index), not on the working copies,
 # which keep the outputs of whatever a learner ran. Outside a git checkout, the files are checked.

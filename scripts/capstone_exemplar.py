@@ -15,7 +15,7 @@ per prompt, γ = 4 for the probe runs, one thread, CPU time), step for step:
 5. `capstone.report`, validated by `checks.check_report`.
 
 Writes data/results/capstone-exemplar-cpu-embedded.json (`records.save_results`: the machine, a
-timestamp, and the reports). tests/test_capstone.py checks that the record's reports pass
+timestamp, and the reports). tests/course/test_capstone.py checks that the record's reports pass
 `check_report` and that docs/capstone_exemplar.md quotes them as the record says.
 
     python scripts/capstone_exemplar.py              # about a minute on one core

@@ -7,7 +7,7 @@ cell added for the run, so kernel start-up is not counted), with the machine, in
 `data/results/notebook-minutes-cpu.json`.
 
 `--core` is the **timed pilot**: it runs only each notebook's setup and core sections, the cells
-a workshop that follows the agenda runs (the selection of tests/test_core_path.py: every cell
+a workshop that follows the agenda runs (the selection of tests/notebooks/test_core_path.py: every cell
 after a ``## ... (optional, N min)`` heading is left out until the next core heading), solutions
 included, and writes `data/results/notebook-core-minutes-cpu.json`. `scripts/section_budget.py`
 adds each notebook's measured seconds to its reading and exercise minutes to set the agenda.
@@ -40,11 +40,12 @@ from specdec_lab.measure import records  # noqa: E402
 
 START = "import time as _clock\n_cpu0 = _clock.process_time()"
 END = "print('CPU seconds', _clock.process_time() - _cpu0)"
-MARKER = re.compile(r"\((core|optional), \d+ min\)\**\s*$")  # as tests/test_core_path.py reads it
+# a section's marker, as tests/notebooks/test_core_path.py reads it
+MARKER = re.compile(r"\((core|optional), \d+ min\)\**\s*$")
 WHOLE = RESULTS_DIR / "notebook-minutes-cpu.json"
 CORE = RESULTS_DIR / "notebook-core-minutes-cpu.json"
 CORE_WHAT = (
-    "the setup and core sections of each solution notebook (tests/test_core_path.py's selection), "
+    "the setup and core sections of each solution notebook (tests/notebooks/test_core_path.py's selection), "
     "in a fresh kernel, one CPU thread; cpu_s: the kernel's CPU time over those cells"
 )
 

@@ -8,7 +8,7 @@ course's reference CPU) and kept between markers:
 - docs/speed.md: the full table (`specdec_lab.measure.bench.markdown_table`).
 
 The script exits 1 when a block differs from what the record gives; `--write` rewrites both.
-tests/test_docs_figures.py checks them, and every other figure the docs quote, against the
+tests/repo/test_docs_figures.py checks them, and every other figure the docs quote, against the
 records.
 
     python scripts/record_figures.py            # check

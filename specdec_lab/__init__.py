@@ -6,7 +6,7 @@ Decoding" (arXiv:2211.17192): p is the target model's distribution, q the draft 
 The map: the package's rooms. Each room names, on one line that begins "May import", the rooms
 its modules may import besides each other: a package in its own docstring, the foundation and the
 algorithm (rooms of plain modules) below the map. The map's order is one in which every room
-imports only rooms above it. tests/test_layout.py reads the map and those lines, and checks every
+imports only rooms above it. tests/repo/test_layout.py reads the map and those lines, and checks every
 import inside the package against them.
 
     the foundation   env       where am I: device, seeding, threads, GPU dry run, synchronise

@@ -462,7 +462,7 @@ def tree_step(
     or generator. The tree is drafted on the device with a fixed layout (`build_tree`), verified
     there (`verify_tree_on_device`), and the verdict comes back in one read. The sessions build
     each tree forward's attention mask and positions from `parents` on the host (the layout is
-    known there) and copy them without waiting for the device (tests/test_simulated_device.py
+    known there) and copy them without waiting for the device (tests/engine/test_simulated_device.py
     pins the count). A `teaching_tree_verifier` or a learner's `siblings` runs as written, node
     by node, with its own host syncs.
     """

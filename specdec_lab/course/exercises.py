@@ -24,7 +24,7 @@ notebook that has a region to `workshop/`. From the repository root::
     python -m specdec_lab workshop --check   # exit 1 if workshop/ is not what it would generate
     python -m specdec_lab workshop --list    # the exercise table, in markdown
 
-Testing the checks (tests/test_exercises.py runs this for every student notebook)
+Testing the checks (tests/course/test_exercises.py runs this for every student notebook)
 ---------------------------------------------------------------------------------
 A check cell must fail on the stub *and* on plausible wrong answers, and the student notebook must
 not hand out a solution outside the solution regions. Both are tested by running the student

@@ -18,7 +18,7 @@ forward took 73 ms packed against 118 ms: r(3) = 1.30 against 2.09. It packs whe
 float32 weight on the CPU, in a torch built with oneDNN, in a model of at most 2 GiB of weights
 (`model_packing`), unless `SPECDEC_LAB_PACK=0` is set (=1 lifts the size limit).
 The two paths sum in different orders, so they agree to rounding, not bit for bit
-(tests/test_lean.py, and notebook 05 §4c on SmolLM2).
+(tests/engine/test_lean.py, and notebook 05 §4c on SmolLM2).
 """
 
 from __future__ import annotations

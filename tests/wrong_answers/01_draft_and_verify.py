@@ -1,6 +1,6 @@
 """Plausible wrong answers to the exercises of notebooks/01_draft_and_verify.ipynb.
 
-tests/test_exercises.py binds each one to the exercise's answer name in the student notebook and
+tests/course/test_exercises.py binds each one to the exercise's answer name in the student notebook and
 re-runs the check cell, which must fail with an ``AssertionError("Exercise N: ...")``.
 See `specdec_lab.course.exercises` for the format.
 """

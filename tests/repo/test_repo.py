@@ -6,7 +6,7 @@ from pathlib import Path
 import tomllib
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_environment_yml_only_installs_the_project() -> None:

@@ -5,7 +5,7 @@ takes the branches a GPU user executes (the hub pair with its memory guard, the 
 guard, exactness checks chosen by dtype), while `env.dry_run()` keeps the CPU sizes. The plain
 CPU branches run under nbval in `make test`; these four runs take minutes, so they run in `make
 test-accelerator`, beside the same notebooks on the simulated accelerator
-(tests/test_accelerator_notebooks.py), which takes these branches with tensors on a device.
+(tests/notebooks/test_accelerator_notebooks.py), which takes these branches with tensors on a device.
 
 In notebook 03 the hub pair loads as a tiny random stand-in of its family, so the whole notebook
 runs with a pair that is not the embedded one: every claim it asserts about the embedded pair
@@ -21,7 +21,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 
 # An extra last cell: the dry run really took the GPU branches, with the CPU sizes.

@@ -3,7 +3,7 @@ checks in specdec_lab.course.checks (Exercises 7.1 and 7.2, `check_report`).
 
 The counters must read as vLLM and llama.cpp compute theirs; each check must pass on a right
 answer and fail, with a sentence, on the wrong ones (tests/wrong_answers/07_engines_and_capstone.py
-holds more, run through the student notebook by tests/test_exercises.py); and `check_report`
+holds more, run through the student notebook by tests/course/test_exercises.py); and `check_report`
 must refuse a report whose numbers do not follow from each other. No model and no clock here.
 """
 
@@ -23,9 +23,9 @@ from specdec_lab.course import checks
 from specdec_lab.course.checks import nb07_engines_and_capstone as nb07
 from specdec_lab.measure import capstone, records
 
-WRONG = runpy.run_path(str(Path(__file__).parent / "wrong_answers" / "07_engines_and_capstone.py"))[
-    "WRONG_ANSWERS"
-]
+WRONG = runpy.run_path(
+    str(Path(__file__).parents[1] / "wrong_answers" / "07_engines_and_capstone.py")
+)["WRONG_ANSWERS"]
 
 
 def stats_of(accepted: list[int], gammas: list[int]) -> decoding.GenerationStats:
@@ -323,7 +323,7 @@ def test_check_report_refuses_numbers_that_do_not_add_up(label: str, changes, sa
 
 # --- real engine logs and Exercise 7.3 -----------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_quoted_logs_parse_to_counters_that_print_as_they_do() -> None:

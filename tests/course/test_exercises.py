@@ -20,7 +20,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from specdec_lab.cli import workshop
 from specdec_lab.course import exercises
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 WRONG_ANSWERS = ROOT / "tests" / "wrong_answers"
 BIN = Path(sys.executable).parent

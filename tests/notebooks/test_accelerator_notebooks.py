@@ -25,9 +25,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 TIMING = "timing"
 
 SETUP = f"""import sys

@@ -504,7 +504,7 @@ def test_weights_load_straight_onto_an_accelerator(monkeypatch) -> None:
 
 
 # ------------------------------------------------------------------ a whole process on it
-SIM_MAIN = Path(__file__).resolve().parent / "sim_main.py"
+SIM_MAIN = Path(__file__).resolve().parents[1] / "sim_main.py"
 
 
 def test_the_demo_runs_on_the_simulated_accelerator() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPO = "specdec-lab/specdec-lab"  # the one documented value (README, "Where the course lives")
 
 

@@ -1,7 +1,7 @@
 """Drafters beyond one draft model: prompt lookup, the confidence stop and transformers' γ schedule.
 
 Each is checked for its rule and for greedy exactness; the sampling laws are in
-tests/test_equivalence.py."""
+tests/algorithm/test_equivalence.py."""
 
 import pytest
 import torch

@@ -15,7 +15,7 @@ import torch
 from specdec_lab import data, env
 from specdec_lab.measure import profiling
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.py"
 needs_embedded = pytest.mark.skipif(
     not (data.MODELS_DIR / "target" / "config.json").exists(), reason="embedded pair not trained"
 )
@@ -56,7 +56,7 @@ def test_gpu_dry_run(gpu_check, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv(env.FORCE_GPU_PATHS, "1")
     monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
     # The memory guard runs on 0.3 GiB "free": enough for small-29M next to tiny-1M in bfloat16,
-    # and for the embedded pair in the bench (tests/test_families.py covers what it drops).
+    # and for the embedded pair in the bench (tests/engine/test_families.py covers what it drops).
     monkeypatch.setenv(env.FREE_MEMORY_GIB, "0.3")
     assert gpu_check.main(["--notebooks"]) == 0  # no --smoke: the GPU branch, at smoke sizes
     profile = json.loads((tmp_path / "smoke-profile-cpu.json").read_text())["results"]
@@ -138,7 +138,7 @@ def test_gpu_check_end_to_end_on_the_simulated_accelerator() -> None:
     """`scripts/gpu_check.py` as one process on the simulated accelerator (tests/sim_main.py),
     its bench subprocess on it too: every part records, none fails, and each record names the
     stand-in device. (It writes git-ignored smoke-*-sim.json records under data/results/.)"""
-    sim_main = Path(__file__).resolve().parent / "sim_main.py"
+    sim_main = Path(__file__).resolve().parents[1] / "sim_main.py"
     run = subprocess.run(
         [sys.executable, str(sim_main), str(SCRIPT), "--notebooks", "01_draft_and_verify.ipynb"],
         capture_output=True,

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "section_budget.py"
 spec = importlib.util.spec_from_file_location("section_budget", SCRIPT)
 budget = importlib.util.module_from_spec(spec)
@@ -175,10 +175,10 @@ def test_a_day_that_overflows_opens_with_two_sessions(monkeypatch) -> None:
 
 
 def test_the_pilot_runs_the_core_path_that_the_core_path_test_checks() -> None:
-    """scripts/notebook_minutes.py --core times the cells tests/test_core_path.py selects."""
+    """scripts/notebook_minutes.py --core times the cells tests/notebooks/test_core_path.py selects."""
     loaded = {}
     for name in ("notebook_minutes", "test_core_path"):
-        folder = ROOT / ("scripts" if name == "notebook_minutes" else "tests")
+        folder = ROOT / ("scripts" if name == "notebook_minutes" else "tests/notebooks")
         spec_ = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
         loaded[name] = importlib.util.module_from_spec(spec_)
         spec_.loader.exec_module(loaded[name])

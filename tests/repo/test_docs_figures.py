@@ -16,7 +16,7 @@ from specdec_lab import heads, theory
 from specdec_lab.measure import records
 from specdec_lab.proof import stats
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "data" / "results"
 MODELS = ROOT / "data" / "models"
 CARD = MODELS / "README.md"

@@ -11,7 +11,7 @@ from specdec_lab import data, decoding, models
 from specdec_lab.data import load_prompts
 from specdec_lab.proof import broken, stats
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VOCAB = 16
 
 

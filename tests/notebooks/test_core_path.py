@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[0-9]_*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("0[0-9]_*.ipynb"))
 MARKER = re.compile(r"\((core|optional), \d+ min\)\**\s*$")
 ALWAYS = set(dir(builtins)) | {"display", "get_ipython"}  # what a kernel provides
 
