@@ -305,6 +305,100 @@ class ReportError(AssertionError):
     """A capstone report whose numbers do not follow from each other."""
 
 
+def _need(ok: bool, why: str) -> None:
+    if not ok:
+        raise ReportError(f"Capstone report: {why}")
+
+
+def _checked_alpha(rep: dict[str, Any]) -> tuple[float, float, float]:
+    """The report's counts add up: (α̂, its SE across prompts, the binomial SE)."""
+    accepted, examined = rep["prompt_accepted"], rep["prompt_examined"]
+    _need(len(accepted) == len(examined) >= 2, "one count per prompt, at least two prompts")
+    _need(
+        all(e > 0 and 0 <= a <= e for a, e in zip(accepted, examined, strict=True)),
+        "per-prompt counts out of range",
+    )
+    _need(
+        rep["accepted"] == sum(accepted) and rep["examined"] == sum(examined),
+        f"the pooled counts are the sums over the prompts ({sum(accepted)} of {sum(examined)})",
+    )
+    alpha = rep["accepted"] / rep["examined"]
+    _need(_close(rep["alpha"], alpha), f"α̂ = accepted / examined = {alpha:.4f}, not {rep['alpha']}")
+    se, binomial = (
+        capstone.cluster_se(accepted, examined),
+        capstone.binomial_se(alpha, rep["examined"]),
+    )
+    _need(
+        not (_close(rep["alpha_se"], binomial) and not _close(binomial, se)),
+        f"alpha_se {rep['alpha_se']:.4g} is the binomial SE, which treats every draft as an "
+        f"independent coin; the range uses the standard error across prompts, {se:.4g}",
+    )
+    _need(
+        _close(rep["alpha_se"], se),
+        f"the standard error of α̂ across prompts is {se:.4g}, not {rep['alpha_se']}",
+    )
+    _need(
+        _close(rep["alpha_se_binomial"], binomial),
+        f"the binomial standard error is {binomial:.4g}, not {rep['alpha_se_binomial']}",
+    )
+    return alpha, se, binomial
+
+
+def _checked_plan(rep: dict[str, Any], alpha: float, se: float, binomial: float) -> dict:
+    """γ and the predicted speedup with its interval follow from α̂ ± 2 SE, c and the curve."""
+    curve, c = rep["verify_curve"], rep["c"]
+    _need(len(curve) >= 2 and _close(curve[0], 1.0), "verify_curve[0] is t(1)/t(1) = 1")
+    want = capstone.best_plan(alpha, se, c, curve)
+    gamma = want["gamma"]
+    _need(rep["gamma"] == gamma, f"the best γ for these α̂, c, r is {gamma}")
+    narrow = capstone.best_plan(alpha, binomial, c, curve)
+    for key in capstone.PLAN_KEYS[1:]:
+        hint = ""
+        if key != "predicted" and _close(rep[key], narrow[key]) and not _close(rep[key], want[key]):
+            hint = ": that is the end of α̂ ± 2 binomial SE, not ± 2 SE across prompts"
+        _need(
+            _close(rep[key], want[key]),
+            f"{key} at γ = {gamma} is {want[key]:.4f}, not {rep[key]}{hint}",
+        )
+    return want
+
+
+def _checked_clock(rep: dict[str, Any], want: dict) -> tuple[float, str]:
+    """Per-prompt and pooled speedups follow from the seconds, per-prompt predictions from each
+    prompt's own α̂, and the verdict from the pooled speedup: (pooled, verdict)."""
+    accepted, examined = rep["prompt_accepted"], rep["prompt_examined"]
+    plain, spec, n = rep["plain_seconds"], rep["spec_seconds"], len(examined)
+    _need(
+        len(plain) == len(spec) == len(rep["measured_per_prompt"]) == n,
+        "one time per prompt, for the prompts counted",
+    )
+    gamma, c = want["gamma"], rep["c"]
+    r = rep["verify_curve"][gamma]
+    for i, (p, s, m) in enumerate(zip(plain, spec, rep["measured_per_prompt"], strict=True)):
+        _need(p > 0 and s > 0 and _close(m, p / s), f"prompt {i}: speedup {p / s:.4f}, not {m}")
+    _need(len(rep["predicted_per_prompt"]) == n, "one predicted speedup per prompt")
+    for i, (a, e, got) in enumerate(
+        zip(accepted, examined, rep["predicted_per_prompt"], strict=True)
+    ):
+        own = theory.speedup(a / e, gamma, c, r)
+        _need(
+            _close(got, own),
+            f"prompt {i}: its own α̂ = {a / e:.4f} predicts {own:.4f} at γ = {gamma}, not {got}",
+        )
+    pooled = sum(plain) / sum(spec)
+    _need(
+        _close(rep["measured_pooled"], pooled),
+        f"the pooled speedup is total plain / total speculative seconds, {pooled:.4f}",
+    )
+    where = capstone.verdict(pooled, want["predicted_low"], want["predicted_high"])
+    _need(
+        rep["verdict"] == where,
+        f"the pooled {pooled:.2f}x lies {where} the predicted interval "
+        f"{want['predicted_low']:.2f}–{want['predicted_high']:.2f}x, not {rep['verdict']!r}",
+    )
+    return pooled, where
+
+
 def check_report(rep: dict[str, Any]) -> str:
     """Validate a capstone report's arithmetic; return its one-line summary.
 
@@ -317,88 +411,15 @@ def check_report(rep: dict[str, Any]) -> str:
     total speculative seconds; and that the verdict says where it lies against the predicted
     interval. Raises `ReportError` with a sentence naming what does not add up.
     """
-
-    def need(ok: bool, why: str) -> None:
-        if not ok:
-            raise ReportError(f"Capstone report: {why}")
-
-    accepted, examined = rep["prompt_accepted"], rep["prompt_examined"]
-    n = len(examined)
-    need(len(accepted) == n >= 2, "one count per prompt, at least two prompts")
-    need(
-        all(e > 0 and 0 <= a <= e for a, e in zip(accepted, examined, strict=True)),
-        "per-prompt counts out of range",
-    )
-    need(
-        rep["accepted"] == sum(accepted) and rep["examined"] == sum(examined),
-        f"the pooled counts are the sums over the prompts ({sum(accepted)} of {sum(examined)})",
-    )
-    alpha = rep["accepted"] / rep["examined"]
-    need(_close(rep["alpha"], alpha), f"α̂ = accepted / examined = {alpha:.4f}, not {rep['alpha']}")
-    se, binomial = (
-        capstone.cluster_se(accepted, examined),
-        capstone.binomial_se(alpha, rep["examined"]),
-    )
-    need(
-        not (_close(rep["alpha_se"], binomial) and not _close(binomial, se)),
-        f"alpha_se {rep['alpha_se']:.4g} is the binomial SE, which treats every draft as an "
-        f"independent coin; the range uses the standard error across prompts, {se:.4g}",
-    )
-    need(
-        _close(rep["alpha_se"], se),
-        f"the standard error of α̂ across prompts is {se:.4g}, not {rep['alpha_se']}",
-    )
-    need(
-        _close(rep["alpha_se_binomial"], binomial),
-        f"the binomial standard error is {binomial:.4g}, not {rep['alpha_se_binomial']}",
-    )
-    curve, c = rep["verify_curve"], rep["c"]
-    need(len(curve) >= 2 and _close(curve[0], 1.0), "verify_curve[0] is t(1)/t(1) = 1")
-    want = capstone.best_plan(alpha, se, c, curve)
-    gamma = want["gamma"]
-    need(rep["gamma"] == gamma, f"the best γ for these α̂, c, r is {gamma}")
-    narrow = capstone.best_plan(alpha, binomial, c, curve)
-    for key in capstone.PLAN_KEYS[1:]:
-        hint = ""
-        if key != "predicted" and _close(rep[key], narrow[key]) and not _close(rep[key], want[key]):
-            hint = ": that is the end of α̂ ± 2 binomial SE, not ± 2 SE across prompts"
-        need(
-            _close(rep[key], want[key]),
-            f"{key} at γ = {gamma} is {want[key]:.4f}, not {rep[key]}{hint}",
-        )
-    plain, spec = rep["plain_seconds"], rep["spec_seconds"]
-    need(
-        len(plain) == len(spec) == len(rep["measured_per_prompt"]) == n,
-        "one time per prompt, for the prompts counted",
-    )
-    r = curve[gamma]
-    for i, (p, s, m) in enumerate(zip(plain, spec, rep["measured_per_prompt"], strict=True)):
-        need(p > 0 and s > 0 and _close(m, p / s), f"prompt {i}: speedup {p / s:.4f}, not {m}")
-    need(len(rep["predicted_per_prompt"]) == n, "one predicted speedup per prompt")
-    for i, (a, e, got) in enumerate(
-        zip(accepted, examined, rep["predicted_per_prompt"], strict=True)
-    ):
-        own = theory.speedup(a / e, gamma, c, r)
-        need(
-            _close(got, own),
-            f"prompt {i}: its own α̂ = {a / e:.4f} predicts {own:.4f} at γ = {gamma}, not {got}",
-        )
-    pooled = sum(plain) / sum(spec)
-    need(
-        _close(rep["measured_pooled"], pooled),
-        f"the pooled speedup is total plain / total speculative seconds, {pooled:.4f}",
-    )
-    where = capstone.verdict(pooled, want["predicted_low"], want["predicted_high"])
-    need(
-        rep["verdict"] == where,
-        f"the pooled {pooled:.2f}x lies {where} the predicted interval "
-        f"{want['predicted_low']:.2f}–{want['predicted_high']:.2f}x, not {rep['verdict']!r}",
-    )
+    alpha, se, binomial = _checked_alpha(rep)
+    want = _checked_plan(rep, alpha, se, binomial)
+    pooled, where = _checked_clock(rep, want)
+    n, gamma = len(rep["prompt_examined"]), want["gamma"]
     return (
         f"{rep['pair']} on {rep['device']}, T = {rep['temperature']:g}: α̂ = {alpha:.3f} ± "
         f"{se:.3f} (SE across {n} prompts, used; binomial SE {binomial:.3f}, not used), "
-        f"c = {c:.3f}, γ = {gamma} (r = {r:.2f}): predicted {rep['predicted']:.2f}x "
-        f"({rep['predicted_low']:.2f}–{rep['predicted_high']:.2f} at α̂ ± 2 SE), measured "
-        f"{pooled:.2f}x pooled over {n} prompts (each the fastest of {rep['rounds']} rounds): "
-        f"{where} the predicted interval"
+        f"c = {rep['c']:.3f}, γ = {gamma} (r = {rep['verify_curve'][gamma]:.2f}): predicted "
+        f"{rep['predicted']:.2f}x ({rep['predicted_low']:.2f}–{rep['predicted_high']:.2f} at "
+        f"α̂ ± 2 SE), measured {pooled:.2f}x pooled over {n} prompts (each the fastest of "
+        f"{rep['rounds']} rounds): {where} the predicted interval"
     )
