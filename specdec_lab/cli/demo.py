@@ -10,7 +10,8 @@ embedded pair (whose greedy text loops, and the demo says so). Each run (sampled
 first, then greedy, by default) is followed by the same prompt decoded autoregressively, and the
 two are compared. Before each run the demo plans (`specdec_lab.measure.plan`): it measures the
 target's forward over 1-9 tokens and one step of each drafter the pair offers, probes α, and
-runs the drafter and γ with the best expected speedup, printed beside the measured one. The
+runs the drafter and γ with the best expected speedup (or a token tree of the draft model, where
+its own probe expects it to beat every chain), printed beside the measured one. The
 first line names the runtime that ran the models (lean or hf, see
 `specdec_lab.engine.sessions`). Both decoders are warmed up first, so neither pays for
 first-call costs (kernel selection, allocator growth) that would skew the speedup on a GPU.
@@ -23,7 +24,7 @@ import sys
 
 import torch
 
-from specdec_lab import decoding, display
+from specdec_lab import decoding, display, tree
 from specdec_lab.data import MODELS_DIR, load_prompts
 from specdec_lab.decoding import Step
 from specdec_lab.engine import sessions
@@ -187,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
             eos_token_id=eos,
         )
 
-    def spec(temperature, n, on_step=None, drafter="draft model", gamma=4):
+    def spec(temperature, n, on_step=None, drafter="draft model", gamma=4, shape=None):
+        if shape is not None:  # the plan chose a token tree of the draft model
+            return tree.tree_speculative_generate(
+                target, draft, ids, n, shape, on_step=on_step, **settings(temperature)
+            )
         tgt, dft = (target, draft) if use_mock else candidates[drafter]()
         return decoding.speculative_generate(
             tgt, dft, ids, n, gamma, on_step=on_step, **settings(temperature)
@@ -203,30 +208,35 @@ def main(argv: list[str] | None = None) -> int:
     costs = None
     for temperature in args.temperatures:
         kind = "greedy" if temperature == 0 else f"sampled at T = {temperature:g}"
-        drafter, gamma, planned = "draft model", args.gamma or 4, None
+        drafter, gamma, planned, shape = "draft model", args.gamma or 4, None, None
         if not use_mock:
             planned = plan.make_plan(
-                target, candidates, ids, temperature, vocab_size, costs, seed=args.seed
+                *(target, candidates, ids, temperature, vocab_size, costs),
+                seed=args.seed,
+                trees=None if args.gamma else {"draft model": draft},
             )
             costs = planned.costs  # measured once; α is probed per temperature
-            drafter = planned.drafter or "draft model"
+            drafter, shape = planned.drafter or "draft model", planned.tree
             gamma = args.gamma or planned.gamma or 1  # plain decoding planned: show γ = 1
-        print(f"\n--- {kind}: {drafter}, γ = {gamma} ---")
+        print(f"\n--- {kind}: {drafter}, {f'tree {shape}' if shape else f'γ = {gamma}'} ---")
         if planned is not None:
             print(planned.describe() + ("  [--gamma overrides γ]" if args.gamma else ""))
         if temperature == 0 and not use_mock and args.pair == "embedded":
             print(display.greedy_loop_note())
         sys.stdout.write(decode(ids))
         streamer = _Streamer(decode, ids.tolist(), color)
-        out = spec(temperature, args.max_new_tokens, streamer, drafter, gamma)
+        out = spec(temperature, args.max_new_tokens, streamer, drafter, gamma, shape)
         print("\n")
         ar = autoregressive(temperature, args.max_new_tokens)
         for _ in range(args.rounds - 1):  # interleaved repeats, same seeds: keep the fastest
-            out = min(out, spec(temperature, args.max_new_tokens, None, drafter, gamma), key=_secs)
+            again = spec(temperature, args.max_new_tokens, None, drafter, gamma, shape)
+            out = min(out, again, key=_secs)
             ar = min(ar, autoregressive(temperature, args.max_new_tokens), key=_secs)
         expected = None if planned is None else planned.expected(drafter, gamma)
+        if shape is not None:
+            expected = planned.predicted  # the tree's, from its own probe
         at_run_alpha = None  # the same formula with the α this run measured: the probe's error
-        if planned is not None and expected is not None:
+        if planned is not None and expected is not None and shape is None:
             at_run_alpha = planned.expected(drafter, gamma, alpha=out.stats.acceptance_rate)
         _summary(out, ar, temperature, use_mock, expected, getattr(target, "dtype", None))
         if at_run_alpha is not None:

@@ -11,6 +11,9 @@ do by hand:
 3. **γ.** `theory.best_gamma(α, c, r)` per candidate: the expected speedup
    E(α, γ) / (γc + r(γ + 1)), maximised over γ. The plan is the candidate with the best one, or
    plain decoding when none beats 1.
+4. **Chain or tree.** Where a candidate is a draft model (`trees`), the token tree that
+   notebook 06's `tree.choose_branching` picks at its α, c and r, probed itself
+   (`probe_tree`): chosen when its expected speedup beats every chain's.
 
 A candidate is `make() -> (target, drafter)`, fresh objects for `decoding.speculative_generate`
 (a draft model's sessions, or a draft head's shared session and drafter).
@@ -20,12 +23,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import torch
 
-from specdec_lab import decoding, drafters, heads, theory
+from specdec_lab import decoding, drafters, heads, theory, tree
 from specdec_lab.engine import sessions
 from specdec_lab.measure import timing
 from specdec_lab.sampling import SamplingConfig
@@ -52,6 +55,9 @@ class Plan:
     alpha: dict[str, float]  # probed, per candidate
     costs: Costs
     seconds: float  # what planning took
+    # {name: (shape, expected speedup)} of the token trees considered; `tree` is the chosen one
+    trees: dict[str, tuple[tuple[int, ...], float]] = field(default_factory=dict)
+    tree: tuple[int, ...] | None = None
 
     def best(self, name: str) -> tuple[int, float]:
         """(best γ, expected speedup) of candidate `name`: `theory.best_gamma` on its inputs."""
@@ -82,6 +88,13 @@ class Plan:
             if self.drafter is None
             else f"{self.drafter}, γ = {self.gamma}, expected {self.predicted:.2f}x"
         )
+        for name, (shape, gain) in self.trees.items():
+            lines.append(
+                f"  {name}, as a token tree {shape}: expected {gain:.2f}x (from the tree's own "
+                f"probe)"
+            )
+        if self.tree is not None:
+            chosen += f" as the token tree {self.tree}"
         lines.append(f"  plan: {chosen}   [planned in {self.seconds:.1f} s]")
         return "\n".join(lines)
 
@@ -98,10 +111,12 @@ def make_plan(
     probe_gamma: int = 4,
     repeats: int = 5,
     seed: int = 0,
+    trees: dict[str, object] | None = None,
 ) -> Plan:
     """Measure (unless given `costs`, say those of a plan at another temperature), probe and
     choose (see the module's docstring). t(k) is measured for k up to `max_tokens`, so
-    γ ≤ max_tokens - 1."""
+    γ ≤ max_tokens - 1. `trees` ({candidate name: its draft model}) also weighs a token tree
+    drafted by that model (`probe_tree`), chosen when it is expected to beat every chain."""
     start = time.perf_counter()
     if costs is None:
         costs = measure_costs(target_model, candidates, ids, max_tokens, repeats, vocab_size)
@@ -113,12 +128,23 @@ def make_plan(
     best = {name: plan.best(name) for name in candidates}
     choice = max(best, key=lambda name: best[name][1])
     gamma, predicted = best[choice] if best[choice][1] > 1.0 else (0, 1.0)
+    considered, shape = {}, None
+    for name, draft in (trees or {}).items():
+        probed = probe_tree(
+            target_model, draft, plan, name, ids, temperature, probe_tokens, vocab_size, seed
+        )
+        if probed is not None:
+            considered[name] = probed
+            if probed[1] > predicted:
+                (shape, predicted), choice, gamma = probed, name, len(probed[0])
     return replace(
         plan,
         drafter=choice if gamma else None,
         gamma=gamma,
         predicted=predicted,
         seconds=time.perf_counter() - start,
+        trees=considered,
+        tree=shape,
     )
 
 
@@ -214,6 +240,41 @@ def probe_alpha(
         vocab_size=vocab_size,
     )
     return out.stats.acceptance_rate
+
+
+def probe_tree(
+    target_model,
+    draft_model,
+    plan: Plan,
+    name: str,
+    ids: torch.Tensor,
+    temperature: float,
+    tokens: int,
+    vocab_size: int | None = None,
+    seed: int = 0,
+) -> tuple[tuple[int, ...], float] | None:
+    """(shape, expected speedup) of the token tree that `tree.choose_branching` picks for
+    candidate `name` at its probed α and measured costs; None when that shape is a chain.
+
+    The shape's own model treats siblings as independent tries at rate α, which overstates a
+    tree's tokens per call (notebook 06), so the expected speedup here comes from a probe of the
+    tree itself: its measured tokens per target call over (depth · c + r(nodes + 1)), a level of
+    the draft costing about one forward of one token (an overhead-bound draft)."""
+    alpha, c, r = plan.alpha[name], plan.costs.c[name], plan.costs.verify_cost
+    shape = tree.choose_branching(alpha, c, r)
+    if max(shape) == 1:
+        return None
+    out = tree.tree_speculative_generate(
+        target_model,
+        draft_model,
+        ids,
+        tokens,
+        shape,
+        temperature=temperature,
+        generator=torch.Generator().manual_seed(seed),
+        vocab_size=vocab_size,
+    )
+    return shape, out.stats.tokens_per_target_call / (len(shape) * c + r[tree.tree_nodes(shape)])
 
 
 def _nothing() -> None:

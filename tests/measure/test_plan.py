@@ -2,10 +2,11 @@
 so the tests check how the plan follows from what it measured, not the numbers)."""
 
 import time
+from dataclasses import replace
 
 import torch
 
-from specdec_lab import drafters, theory
+from specdec_lab import drafters, theory, tree
 from specdec_lab.engine import sessions
 from specdec_lab.measure import plan
 
@@ -61,3 +62,25 @@ def test_expected_takes_another_alpha_and_stops_at_the_measured_r(micro) -> None
     assert p.expected("d", 2, alpha=0.5) == theory.speedup(0.5, 2, 0.1, 1.2)
     assert p.expected("d", 2, alpha=0.5) < p.expected("d", 2)
     assert p.expected("d", 3) is None  # r(4) was not measured
+
+
+def test_a_tree_is_probed_and_weighed_against_every_chain(micro) -> None:
+    flat = plan.Costs(verify_cost=(1.0,) * 9, c={"d": 0.05}, t1_ms=1.0)
+    p = plan.Plan(None, 0, 1.0, {"d": 0.4}, flat, 0.0)
+    shape, gain = plan.probe_tree(micro, micro, p, "d", IDS, 0.0, 12)
+    assert shape == tree.choose_branching(0.4, 0.05, flat.verify_cost) and max(shape) > 1
+    run = tree.tree_speculative_generate(micro, micro, IDS, 12, shape, temperature=0.0)
+    depth_cost = len(shape) * 0.05 + flat.verify_cost[tree.tree_nodes(shape)]
+    assert gain == run.stats.tokens_per_target_call / depth_cost  # the tree's own probe
+    steep = plan.Costs(verify_cost=tuple(1.0 + k for k in range(9)), c={"d": 0.05}, t1_ms=1.0)
+    assert plan.probe_tree(micro, micro, replace(p, costs=steep), "d", IDS, 0.0, 12) is None
+    # in a plan: considered, and chosen only when it beats every chain's expected speedup
+    q = plan.make_plan(
+        micro, _candidates(micro), IDS, 0.0, max_tokens=9, probe_tokens=12, trees={"itself": micro}
+    )
+    chains = max(q.best(n)[1] for n in q.alpha)
+    if q.tree is not None:
+        assert q.drafter == "itself" and q.predicted == q.trees["itself"][1] > chains
+        assert q.gamma == len(q.tree) and "token tree" in q.describe()
+    elif "itself" in q.trees:
+        assert q.trees["itself"][1] <= max(chains, 1.0)
