@@ -83,18 +83,17 @@ class Plan:
                 f"  {name}: α ≈ {alpha:.2f} (probe), c = {c:.3f}"
                 f" -> best γ = {gamma}, expected {gain:.2f}x"
             )
+        how = f"γ = {self.gamma}" if self.tree is None else f"as the token tree {self.tree}"
         chosen = (
             "plain decoding (no drafter is expected to gain)"
             if self.drafter is None
-            else f"{self.drafter}, γ = {self.gamma}, expected {self.predicted:.2f}x"
+            else f"{self.drafter}, {how}, expected {self.predicted:.2f}x"
         )
         for name, (shape, gain) in self.trees.items():
             lines.append(
                 f"  {name}, as a token tree {shape}: expected {gain:.2f}x (from the tree's own "
                 f"probe)"
             )
-        if self.tree is not None:
-            chosen += f" as the token tree {self.tree}"
         lines.append(f"  plan: {chosen}   [planned in {self.seconds:.1f} s]")
         return "\n".join(lines)
 
