@@ -21,7 +21,6 @@ happened instead of ending the run. The dry run takes every GPU branch at smoke 
 from __future__ import annotations
 
 import argparse
-import functools
 import subprocess
 import sys
 import time
@@ -30,11 +29,11 @@ from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from transformers import DynamicCache, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from specdec_lab import data, env, models, theory
 from specdec_lab.engine import sessions
-from specdec_lab.measure import profiling, records, timing
+from specdec_lab.measure import profiling, records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, run from anywhere
 import gpu_device_checks  # noqa: E402
@@ -45,26 +44,10 @@ BENCH_COMMAND = [sys.executable, "-m", "specdec_lab", "bench"]
 
 
 def forward_seconds(model, ks: list[int], batch: int = 1, repeats: int = 7) -> list[float]:
-    """Seconds of one forward of k new tokens per sequence (logits for all k, as verification
-    needs) for `batch` sequences on top of a 32-token KV cache, for every k in `ks`: the fastest
-    of `repeats` rounds in which every k takes its turn (`timing.interleaved`), the cache cropped
-    back to 32 tokens, off the clock, before each call."""
-    prefix, device = 32, next(model.parameters()).device
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(model.config.vocab_size, (batch, prefix + max(ks)), generator=gen)
-    ids = ids.to(device)  # (batch, prefix + max k)
-    cache = DynamicCache(config=model.config)
-    calls = {  # (batch, k) new tokens each
-        k: functools.partial(model, ids[:, prefix : prefix + k], cache=cache, use_cache=True)
-        for k in ks
-    }
-    with torch.inference_mode():
-        model(ids[:, :prefix], cache=cache, use_cache=True)  # (batch, prefix)
-        # transformers 5.x: crop takes a NEGATIVE count of tokens to drop (0: nothing to drop)
-        best = timing.interleaved(
-            calls, repeats, device, before=lambda _: cache.crop(prefix - cache.get_seq_length())
-        )
-    return [best[k] for k in ks]
+    """Seconds of one forward of k new tokens per sequence for `batch` sequences on a 32-token
+    KV cache, for every k in `ks`: `profiling.latency_sweep` (every k in each round, the cache
+    cropped back off the clock), the fastest of its `repeats` rounds."""
+    return [t.min for t in profiling.latency_sweep(model, ks, batch, repeats=repeats)]
 
 
 def profile(device: torch.device, smoke: bool) -> dict:

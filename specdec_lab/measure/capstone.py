@@ -69,21 +69,15 @@ def engine_counters(stats: decoding.GenerationStats, gamma: int) -> dict[str, di
     num_accepted_tokens_per_pos}, "llama.cpp": {n_draft, n_drafted, n_accept, n_predict}}``;
     n_predict counts every emitted token (accepted drafts plus one target token per step).
     """
-    steps = full_steps(stats, gamma)
-    per_pos = [sum(n > i for n in steps.accepted) for i in range(gamma)]  # (γ,)
-    accepted = sum(steps.accepted)
+    vllm = drafting_counters(full_steps(stats, gamma), gamma)  # every draft γ long
+    drafts, accepted = vllm["num_drafts"], vllm["num_accepted_tokens"]
     return {
-        "vllm": {
-            "num_drafts": len(steps.accepted),
-            "num_draft_tokens": gamma * len(steps.accepted),
-            "num_accepted_tokens": accepted,
-            "num_accepted_tokens_per_pos": per_pos,
-        },
+        "vllm": vllm,
         "llama.cpp": {
             "n_draft": gamma,
-            "n_drafted": gamma * len(steps.accepted),
+            "n_drafted": vllm["num_draft_tokens"],
             "n_accept": accepted,
-            "n_predict": accepted + len(steps.accepted),
+            "n_predict": accepted + drafts,
         },
     }
 
@@ -330,7 +324,9 @@ def log_tokens_per_call(counters: dict[str, Any]) -> float | None:
     new = counters.get("new_tokens")
     if new is None:
         return None
-    return new / (new - counters["num_accepted_tokens"])
+    return llama_cpp_tokens_per_call(
+        {"n_predict": new, "n_accept": counters["num_accepted_tokens"]}
+    )
 
 
 def drafting_counters(stats: decoding.GenerationStats, gamma: int) -> dict[str, Any]:

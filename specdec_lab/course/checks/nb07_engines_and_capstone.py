@@ -150,12 +150,8 @@ PREDICTION_7_3 = (
 def _drafts_counters(lengths: Sequence[int], accepted: Sequence[int]) -> tuple[dict, float]:
     """vLLM's counters of drafts of the given lengths that kept `accepted[i]` tokens, and the
     true α̂ of those drafts (each examined up to its first rejection or its end)."""
-    gamma = max(lengths)
-    counters = {
-        "num_drafts": len(lengths),
-        "num_draft_tokens": sum(lengths),
-        "num_accepted_tokens_per_pos": [sum(n > k for n in accepted) for k in range(gamma)],
-    }
+    steps = decoding.GenerationStats(accepted=list(accepted), gammas=list(lengths))
+    counters = capstone.drafting_counters(steps, max(lengths))
     examined = sum(n + (n < g) for n, g in zip(accepted, lengths, strict=True))
     return counters, sum(accepted) / examined
 
@@ -234,7 +230,7 @@ def exercise_7_3(
         )
         said = f"α̂ = {low:.3f} exactly" if high - low < 1e-12 else f"{low:.3f} ≤ α̂ ≤ {high:.3f}"
         print(f"{name}: {said}")
-    length = 1 + lookup["num_accepted_tokens"] / lookup["num_drafts"]
+    length = capstone.vllm_metrics(lookup)["mean_acceptance_length"]
     print(
         f"your prompt-lookup run: mean acceptance length {length:.2f} (vLLM's, over the "
         f"{lookup['num_drafts']} steps that drafted), tokens per target call "
