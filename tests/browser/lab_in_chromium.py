@@ -83,9 +83,12 @@ JS_KERNEL_STATUS = f"""() => {{
   const w = ({JS_CURRENT_NOTEBOOK})();
   return w?.sessionContext?.session?.kernel?.status ?? null;
 }}"""
+# Cells queued or running ('*' prompts), read from the model: JupyterLab renders only the cells
+# near the viewport, so counting '*' in the DOM missed queued cells further down (CI saw Run All
+# "end" with notebook 01's last two cells still queued).
 JS_BUSY_PROMPTS = f"""() => {{
   const w = ({JS_CURRENT_NOTEBOOK})();
-  return [...w.node.querySelectorAll('.jp-InputPrompt')].filter(p => p.textContent.includes('*')).length;
+  return w.content.widgets.filter(c => c.model.type === 'code' && c.model.executionState === 'running').length;
 }}"""
 JS_CELLS = f"""() => {{
   const w = ({JS_CURRENT_NOTEBOOK})();
