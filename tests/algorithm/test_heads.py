@@ -2,6 +2,8 @@
 micro Llama, and round-trips through its float16 checkpoint."""
 
 import copy
+import itertools
+import types
 
 import pytest
 import torch
@@ -21,6 +23,17 @@ def _untrained(micro) -> heads.DraftHead:
         return heads.DraftHead(heads.HeadConfig(32, mlp_size=64)).eval()
 
 
+@pytest.fixture(scope="module")
+def step_clock():
+    """Training's clock, advancing 5 ms per reading: a budget of seconds becomes a budget of
+    steps (about 1,000 in 6 s), the same on a fast laptop and on a busy CI machine, where the
+    wall clock once left 2 steps in 6 s."""
+    readings = itertools.count(step=0.005)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(head_training, "time", types.SimpleNamespace(perf_counter=readings.__next__))
+        yield
+
+
 def _train(micro, seconds: float, token_ids: torch.Tensor | None = None):
     sequences = torch.randint(1, VOCAB, (64, 32), generator=torch.Generator().manual_seed(3))
     cfg = heads.HeadConfig(32, mlp_size=64)
@@ -30,7 +43,7 @@ def _train(micro, seconds: float, token_ids: torch.Tensor | None = None):
 
 
 @pytest.fixture(scope="module")
-def trained(micro):
+def trained(micro, step_clock):
     return _train(micro, 6)
 
 
@@ -38,7 +51,7 @@ TRUNCATED = torch.tensor([0, 3, 5, 8, 9, 11, 14, 17, 20, 23, 26, 30])  # 12 of t
 
 
 @pytest.fixture(scope="module")
-def truncated(micro):
+def truncated(micro, step_clock):
     return _train(micro, 4, TRUNCATED)[0]
 
 
@@ -178,7 +191,7 @@ def test_truncated_head_is_exact_and_drafts_only_its_tokens(micro, truncated, tm
         heads.DraftHead(heads.HeadConfig(32, draft_vocab=4))
 
 
-def test_online_training_draws_fresh_windows_and_raises_acceptance(micro) -> None:
+def test_online_training_draws_fresh_windows_and_raises_acceptance(micro, step_clock) -> None:
     """train_head_online (train-head --online): fresh target features for every batch, drawn
     by `windows(n)`, with train_head's loss and schedule."""
     drawn: list[torch.Size] = []
