@@ -11,7 +11,9 @@ first, then greedy, by default) is followed by the same prompt decoded autoregre
 two are compared. Before each run the demo plans (`specdec_lab.measure.plan`): it measures the
 target's forward over 1-9 tokens and one step of each drafter the pair offers, probes α, and
 runs the drafter and γ with the best expected speedup (or a token tree of the draft model, where
-its own probe expects it to beat every chain), printed beside the measured one. The
+its own probe expects it to beat every chain), printed beside the measured one. Where the
+pair's default dtype is not float32 (bfloat16 on a CPU that computes it natively), it first
+plans in both and keeps the dtype expected to decode fastest (`plan.choose_dtype`). The
 first line names the runtime that ran the models (lean or hf, see
 `specdec_lab.engine.sessions`). Both decoders are warmed up first, so neither pays for
 first-call costs (kernel selection, allocator growth) that would skew the speedup on a GPU.
@@ -88,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--target", default=None, help="target: a hub id or a directory")
     parser.add_argument("--draft", default=None, help="draft: a hub id or a directory")
-    parser.add_argument("--dtype", default=None, choices=sorted(DTYPES))
+    parser.add_argument(
+        "--dtype", default=None, choices=sorted(DTYPES), help="default: the pair's, or planned"
+    )
     parser.add_argument(
         "--prompt", default=None, help="prompt text (default: a shipped code prompt)"
     )
@@ -129,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     color = sys.stdout.isatty() and not args.no_color
     set_cpu_threads(args.threads or None)
 
+    plans = {}  # temperature -> a plan made while choosing the dtype
     use_mock = args.pair == "mock" or (
         args.pair is None
         and args.target is None
@@ -146,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         pair = load_pair(
             args.pair, default_device(), args.dtype, target=args.target, draft=args.draft
         )
+        ids = pair.encode(
+            args.prompt if args.prompt is not None else load_prompts("code", 1)[0]["text"]
+        )
+        check_positions([pair.target, pair.draft], len(ids), args.max_new_tokens)
+        if args.dtype is None and pair.dtype != torch.float32:
+            pair, plans[args.temperatures[0]] = _planned_dtype(pair, ids, args)
         target, draft, decode, vocab_size, label = (
             pair.target,
             pair.draft,
@@ -153,10 +164,6 @@ def main(argv: list[str] | None = None) -> int:
             pair.vocab_size,
             pair.describe(),
         )
-        ids = pair.encode(
-            args.prompt if args.prompt is not None else load_prompts("code", 1)[0]["text"]
-        )
-        check_positions([target, draft], len(ids), args.max_new_tokens)
         candidates = plan.pair_candidates(pair, args.runtime)
 
     info = device_info()
@@ -210,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         kind = "greedy" if temperature == 0 else f"sampled at T = {temperature:g}"
         drafter, gamma, planned, shape = "draft model", args.gamma or 4, None, None
         if not use_mock:
-            planned = plan.make_plan(
+            planned = plans.pop(temperature, None) or plan.make_plan(
                 *(target, candidates, ids, temperature, vocab_size, costs),
                 seed=args.seed,
                 trees=None if args.gamma else {"draft model": draft},
@@ -242,6 +249,33 @@ def main(argv: list[str] | None = None) -> int:
         if at_run_alpha is not None:
             print(f"  (the plan's formula at this run's α: {at_run_alpha:.2f}x)")
     return 0
+
+
+def _planned_dtype(pair, ids: torch.Tensor, args) -> tuple[object, plan.Plan]:
+    """The pair in the dtype that the plan expects to decode fastest (`plan.choose_dtype`): its
+    default (bfloat16 on a CPU that computes it natively) or float32, each planned at the first
+    temperature. Returns that pair and its plan."""
+    other = load_pair(args.pair, pair.device, torch.float32, target=args.target, draft=args.draft)
+    pairs = {pair.dtype: pair, torch.float32: other}
+    plans = {
+        dtype: plan.make_plan(
+            *(p.target, plan.pair_candidates(p, args.runtime), ids, args.temperatures[0]),
+            p.vocab_size,
+            seed=args.seed,
+            trees=None if args.gamma else {"draft model": p.draft},
+        )
+        for dtype, p in pairs.items()
+    }
+    chosen = plan.choose_dtype(plans)
+    print(f"dtype, planned at T = {args.temperatures[0]:g}:")
+    for dtype, planned in plans.items():
+        rate = 1e3 * planned.predicted / planned.costs.t1_ms
+        print(
+            f"  {str(dtype).removeprefix('torch.')}: t(1) = {planned.costs.t1_ms:.1f} ms, "
+            f"expected {planned.predicted:.2f}x -> {rate:.0f} tokens/s"
+            + ("   <- chosen" if dtype == chosen else "")
+        )
+    return pairs[chosen], plans[chosen]
 
 
 def _secs(run) -> float:

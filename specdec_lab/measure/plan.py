@@ -15,6 +15,10 @@ do by hand:
    notebook 06's `tree.choose_branching` picks at its α, c and r, probed itself
    (`probe_tree`): chosen when its expected speedup beats every chain's.
 
+5. **dtype.** Where a pair may run in two dtypes (bfloat16 on a CPU that computes it natively,
+   or float32), `choose_dtype` takes the plan expected to decode fastest: its expected speedup
+   over its own t(1), since plain decoding itself runs at one token per t(1).
+
 A candidate is `make() -> (target, drafter)`, fresh objects for `decoding.speculative_generate`
 (a draft model's sessions, or a draft head's shared session and drafter).
 """
@@ -145,6 +149,11 @@ def make_plan(
         trees=considered,
         tree=shape,
     )
+
+
+def choose_dtype(plans: dict[torch.dtype, Plan]) -> torch.dtype:
+    """The dtype whose plan is expected to decode fastest: tokens per second ∝ speedup / t(1)."""
+    return max(plans, key=lambda dtype: plans[dtype].predicted / plans[dtype].costs.t1_ms)
 
 
 def measure_costs(

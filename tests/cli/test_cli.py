@@ -72,6 +72,24 @@ def test_demo_plans_its_drafter_and_gamma_and_gamma_overrides(capsys) -> None:
     assert "[--gamma overrides γ]" in out
 
 
+@pytest.mark.skipif(not (MODELS_DIR / "head" / "head.json").exists(), reason="no embedded head")
+def test_demo_plans_the_dtype_where_the_pair_defaults_to_bfloat16(capsys, monkeypatch) -> None:
+    # the embedded pair, as if it were smollm2-local on a CPU that computes bfloat16 natively
+    monkeypatch.setattr(models.pairs, "pair_dtype", lambda name, device="cpu": torch.bfloat16)
+    argv = ["demo", "--pair", "embedded", "--max-new-tokens", "12", "--no-color"]
+    assert main([*argv, "--temperatures", "0"]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"  (bfloat16|float32): t\(1\) = ([\d.]+) ms, expected ([\d.]+)x", out)
+    assert [dtype for dtype, _, _ in rows] == ["bfloat16", "float32"]
+    rate = {dtype: float(x) / float(t1) for dtype, t1, x in rows}
+    chosen = re.search(r"  (\w+): .*<- chosen", out).group(1)
+    # rounding of the printed figures aside, the chosen dtype is the one expected to be fastest
+    assert rate[chosen] >= 0.95 * max(rate.values())
+    assert f"{chosen} on cpu" in out  # and the run's models are in it
+    assert main([*argv, "--temperatures", "0", "--dtype", "bfloat16"]) == 0
+    assert "<- chosen" not in capsys.readouterr().out  # --dtype overrides the plan
+
+
 def _tiny_pair() -> Pair:
     config = LlamaConfig(
         vocab_size=32,

@@ -84,3 +84,17 @@ def test_a_tree_is_probed_and_weighed_against_every_chain(micro) -> None:
         assert q.gamma == len(q.tree) and "token tree" in q.describe()
     elif "itself" in q.trees:
         assert q.trees["itself"][1] <= max(chains, 1.0)
+
+
+def test_the_dtype_is_the_one_expected_to_decode_fastest() -> None:
+    def planned(predicted: float, t1_ms: float) -> plan.Plan:
+        costs = plan.Costs(verify_cost=(1.0, 1.1), c={"d": 0.1}, t1_ms=t1_ms)
+        return plan.Plan("d", 1, predicted, {"d": 0.6}, costs, 0.0)
+
+    # bfloat16 expects less speedup over a faster forward: 1.5 / 40 ms beats 1.8 / 52 ms
+    plans = {torch.bfloat16: planned(1.5, 40.0), torch.float32: planned(1.8, 52.0)}
+    assert plan.choose_dtype(plans) == torch.bfloat16  # not the larger speedup
+    plans[torch.bfloat16] = planned(1.5, 60.0)  # emulated bfloat16: a slower forward
+    assert plan.choose_dtype(plans) == torch.float32  # not the faster forward alone
+    plans[torch.float32] = planned(1.0, 70.0)  # nothing gains in float32, and it is slower
+    assert plan.choose_dtype(plans) == torch.bfloat16
