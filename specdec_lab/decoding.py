@@ -6,38 +6,27 @@ One speculative step reads top to bottom in `speculative_step`:
     1. the draft proposes γ tokens and the distributions q it drew them from;
     2. the target scores all γ+1 positions in ONE forward pass, giving p;
     3. the rejection rule of `verify.rejection_sample` keeps the first n drafts and draws one
-       more token (the residual sample at a rejection, or the bonus sample from p[γ]); the loop
-       runs its on-device twin, `engine.fused.verify_on_device`, whose one host sync is the
-       step's only one;
+       more token (the residual sample at a rejection, or the bonus sample from p[γ]), run on
+       the device by `engine.fused.verify_on_device`, whose host sync is the step's only one;
     4. both KV caches are rolled back to the accepted prefix.
 
 `run_steps` is the loop every method shares (the chain here, any `drafters.Drafter`, token trees
-in `specdec_lab.tree`): it calls a step until the token budget is spent and collects
-statistics; sessions and drafters count their own calls and seconds.
-Every function returns the new tokens together with the statistics that plots and benchmarks
-read.
+in `specdec_lab.tree`): it calls a step until the token budget is spent and collects the
+statistics (sessions and drafters count their own calls and seconds) that plots and benches read.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
+from specdec_lab import inputs
 from specdec_lab.drafters import Drafter, ModelDrafter, as_drafter
 from specdec_lab.engine.fused import StepVerifier, teaching_verifier, verify_on_device
 from specdec_lab.engine.sessions import DEFAULT_RUNTIME, Session, open_session
-from specdec_lab.inputs import (
-    check_eos,
-    check_gamma,
-    check_max_new_tokens,
-    check_positions,
-    check_prompt,
-    check_same_vocab,
-    check_vocab_size,
-)
 from specdec_lab.sampling import SamplingConfig, generator_on, logits_to_probs, sample
 
 
@@ -74,25 +63,15 @@ class GenerationStats:
         """Pool the counters of several runs (e.g. one per prompt) into one."""
         pooled = cls()
         for s in runs:
-            pooled.accepted += s.accepted
-            pooled.gammas += s.gammas
-            pooled.steps += s.steps
-            pooled.target_calls += s.target_calls
-            pooled.draft_calls += s.draft_calls
-            pooled.new_tokens += s.new_tokens
-            pooled.wall_time += s.wall_time
-            pooled.draft_time += s.draft_time
-            pooled.target_time += s.target_time
+            for f in fields(cls):  # lists concatenate, counters add up
+                setattr(pooled, f.name, getattr(pooled, f.name) + getattr(s, f.name))
         return pooled
 
     @property
     def acceptance_rate(self) -> float:
-        """Estimated α: drafts accepted over drafts the verifier actually examined.
-
-        A step examines its drafts up to and including the first rejection, so a step that keeps
-        n < γ drafts is n successes and one failure; a step that keeps all γ is γ successes.
-        NaN when nothing was drafted (autoregressive decoding).
-        """
+        """Estimated α: drafts accepted over drafts the verifier examined (`trials`). A step
+        examines its drafts up to and including the first rejection: keeping n < γ drafts is n
+        successes and one failure, keeping all γ is γ successes. NaN when nothing was drafted."""
         return sum(self.accepted) / self.trials if self.trials else float("nan")
 
     @property
@@ -136,18 +115,14 @@ def autoregressive_generate(
     runtime: str = DEFAULT_RUNTIME,
 ) -> Generation:
     """Plain decoding: one target forward per new token. The baseline speculation must beat.
-
-    `eos_token_id`: one id or several (Llama-3 and Qwen2.5-Instruct ship a list); generation
-    stops after the first of them. `runtime` picks how a transformers model runs: "lean" (our
-    forward), "hf" (transformers') or, by default, lean where it covers the model (see
-    `sessions.open_session`).
-    """
+    `eos_token_id`: one id or several (Llama-3 ships a list); the first ends the text. `runtime`:
+    "lean" (our forward), "hf" (transformers') or, by default, lean where it covers the model."""
     cfg = SamplingConfig(temperature, top_k, top_p)
-    eos = check_eos(eos_token_id)
-    ids = check_prompt(input_ids)
-    check_max_new_tokens(max_new_tokens)
-    check_positions([model], ids.shape[0], max_new_tokens)  # before any forward
-    check_vocab_size("model", model, vocab_size)
+    eos = inputs.check_eos(eos_token_id)
+    ids = inputs.check_prompt(input_ids)
+    inputs.check_max_new_tokens(max_new_tokens)
+    inputs.check_positions([model], ids.shape[0], max_new_tokens)  # before any forward
+    inputs.check_vocab_size("model", model, vocab_size)
     target = open_session(model, vocab_size, runtime)
     target.reserve(ids.shape[0] + max_new_tokens)
     ids = ids.to(target.device)  # the sequence lives where the model does
@@ -185,11 +160,8 @@ def speculative_step(
     verifier: StepVerifier = verify_on_device,
 ) -> tuple[torch.Tensor, Step]:
     """One speculative step after the accepted sequence `ids` (L,). Returns (new ids, Step).
-
-    Draft → one target forward → accept/reject → roll both caches back. No timing, no counters:
-    the sessions and drafters count their own calls and seconds. Everything runs where the
-    models are; the host learns the outcome in the verifier's ONE sync.
-    """
+    Draft → one target forward → accept/reject → roll both caches back, all where the models
+    are; the host learns the outcome in the verifier's ONE sync. The sessions count the calls."""
     # 1. Draft up to γ tokens, keeping the distributions q they were sampled from.
     draft_tokens, q_probs = drafter.propose(ids, gamma, cfg, generator)  # (γ',), (γ', V)
     g = draft_tokens.shape[0]  # a drafter may propose fewer (an n-gram table with no match)
@@ -229,25 +201,23 @@ def speculative_generate(
     be any drafter, `target` an open `Session`). input_ids: (L,) or (1, L). `temperature=0` is
     greedy decoding, whose output equals the target's own greedy output. `vocab_size` restricts
     both models to a shared vocabulary prefix (e.g. Qwen's padded embeddings). `on_step` sees
-    every `Step` as it happens. `verifier` replaces the acceptance rule by a rule over
-    probabilities, `rule(draft_tokens, q_probs, p_probs, generator) -> (n, token)`, run as written
-    (`verify.rejection_sample`, or a broken one of `proof.broken`): for teaching only. `runtime`
-    picks how transformers models run (see `autoregressive_generate`). The output is distributed
-    exactly as autoregressive sampling from the target.
+    every `Step`. `verifier`, `rule(draft_tokens, q_probs, p_probs, generator) -> (n, token)`,
+    replaces the acceptance rule, run as written (`proof.broken`): for teaching only. The output
+    is distributed exactly as autoregressive sampling from the target.
     """
     cfg = SamplingConfig(temperature, top_k, top_p)
-    check_gamma(gamma)
+    inputs.check_gamma(gamma)
     if cfg.greedy and verifier is not None:
         raise ValueError("temperature=0 uses greedy verification; a custom verifier needs T > 0")
-    check_positions([target, draft], check_prompt(input_ids).shape[0], max_new_tokens)
-    check_vocab_size("target", target, vocab_size)
-    check_vocab_size("draft", draft, vocab_size)
+    inputs.check_positions([target, draft], inputs.check_prompt(input_ids).shape[0], max_new_tokens)
+    inputs.check_vocab_size("target", target, vocab_size)
+    inputs.check_vocab_size("draft", draft, vocab_size)
     p_model = open_session(target, vocab_size, runtime)
     if callable(getattr(draft, "propose", None)):
         drafter = as_drafter(draft)
     else:
         drafter = ModelDrafter(open_session(draft, vocab_size, runtime))
-    check_same_vocab(p_model.vocab_size, drafter)
+    inputs.check_same_vocab(p_model.vocab_size, drafter)
     verify_step = verify_on_device if verifier is None else teaching_verifier(verifier)
     generator = generator_on(generator, p_model.device)  # every draw where the models are
 
@@ -269,18 +239,13 @@ def run_steps(
     eos_token_id: int | Sequence[int] | None = None,
     on_step: Callable[[Step], None] | None = None,
 ) -> Generation:
-    """The loop every speculative method shares: call `step(ids, γ)` until the budget is spent.
-
-    `step` returns the extended sequence and its `Step`; the loop caps γ by the token budget,
-    collects statistics, reads the timing counters of the session and the drafter, and stops at
-    `eos_token_id` (one id or several: the first of them ends the text).
-    """
-    eos = check_eos(eos_token_id)
-    ids = check_prompt(input_ids)
-    check_max_new_tokens(max_new_tokens)
-    target.crop(0)  # sessions and drafters may be reused across calls: start from empty caches
-    drafter.crop(0)
-    for part in (target, drafter):  # room for the whole call
+    """The loop every speculative method shares: call `step(ids, γ)` (-> extended ids, `Step`)
+    with γ capped by the token budget, collect statistics, stop at `eos_token_id`."""
+    eos = inputs.check_eos(eos_token_id)
+    ids = inputs.check_prompt(input_ids)
+    inputs.check_max_new_tokens(max_new_tokens)
+    for part in (target, drafter):  # reused across calls: empty caches, room for the whole call
+        part.crop(0)
         part.reserve(ids.shape[0] + max_new_tokens + gamma + 1)
     ids = ids.to(target.device)  # the sequence lives where the target does
     calls_before = (target.calls, drafter.calls)
@@ -307,14 +272,9 @@ def run_steps(
     return _finish(ids[prompt_len:], stats, eos)
 
 
-def _finish(
-    new: torch.Tensor,
-    stats: GenerationStats,
-    eos_token_id: int | Sequence[int] | None = None,
-) -> Generation:
-    """Cut `new` after its first end-of-text token (any of `eos_token_id`) and count it. The
-    tokens come back to the host, where the prompt came from: one copy per call."""
-    eos = check_eos(eos_token_id)
+def _finish(new: torch.Tensor, stats: GenerationStats, eos: frozenset[int]) -> Generation:
+    """Cut `new` after its first end-of-text token and count it. The tokens come back to the
+    host, where the prompt came from: one copy per call."""
     new = new.cpu()
     ends = [i for i, x in enumerate(new.tolist()) if x in eos] if eos else []
     if ends:

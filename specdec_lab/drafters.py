@@ -28,11 +28,8 @@ from specdec_lab.sampling import SamplingConfig, draft_token
 
 
 class Drafter:
-    """The protocol every drafter implements; subclasses override what they need.
-
-    `vocab_size` is the width of the q rows it proposes (None: not known); `calls` counts its
-    model's forwards (or its proposals, for a table) and `seconds` the time spent drafting.
-    """
+    """The protocol every drafter implements. `vocab_size`: the width of its q rows (None: not
+    known); `calls`: its model's forwards (or proposals); `seconds`: the time spent drafting."""
 
     vocab_size: int | None = None
     calls: int = 0
@@ -41,11 +38,7 @@ class Drafter:
     def propose(
         self, ids: torch.Tensor, gamma: int, cfg: SamplingConfig, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Draft up to `gamma` tokens after `ids` (L,): tokens (γ',) and their q_probs (γ', V).
-
-        q_probs must be the distributions the tokens were drawn from (one-hot for a
-        deterministic drafter such as an n-gram table). Proposing fewer than `gamma` is allowed.
-        """
+        """Draft up to `gamma` tokens after `ids` (L,): tokens (γ',) and their q_probs (γ', V)."""
         raise NotImplementedError
 
     def crop(self, length: int) -> None:
@@ -55,15 +48,12 @@ class Drafter:
         """A call will hold at most `positions` tokens: preallocate a cache if there is one."""
 
     def update(self, drafted: list[int], accepted: int, token: int) -> None:
-        """The outcome of the step this drafter drafted for, as the verifier read it in the
-        step's one sync: the drafts (host ints), how many were kept, and the target's token that
-        followed. Adaptive drafters learn from it; drafters that read the sequence on the host
-        extend their copy with it, so they never read the device."""
+        """The outcome of the step it drafted for, as host ints from the verifier's one sync:
+        adaptive drafters learn from it, host mirrors of the sequence extend with it."""
 
 
 class _Completed(Drafter):
-    """An object with `propose` (and maybe `crop`, `calls`, `seconds`, `vocab_size`), completed
-    to the `Drafter` protocol once, so that the loop never asks what a drafter can do."""
+    """An object with `propose` (maybe `crop`, `calls`, `seconds`, `vocab_size`) as a Drafter."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
@@ -86,8 +76,8 @@ class _Completed(Drafter):
 
 
 class Wrapper(Drafter):
-    """A drafter around another one (`self.drafter`): its counts, its rollback and its
-    preallocation are the inner drafter's; a subclass changes what it proposes."""
+    """A drafter around another one (`self.drafter`), which it delegates everything to; a
+    subclass changes what it proposes."""
 
     def __init__(self, drafter) -> None:
         self.drafter = as_drafter(drafter)
@@ -129,17 +119,11 @@ class ModelDrafter(Drafter):
     """A draft model, run autoregressively for γ tokens on top of its own KV cache.
 
     `confidence_threshold` is transformers' `assistant_confidence_threshold`: stop drafting
-    early, after a token to which the draft gave probability below the threshold (at T = 0, the
-    draft's top probability). The stop depends only on the draft's own proposals, so the output
-    law is unchanged; it only trades target work for draft work.
-
-    Host syncs: without a threshold, none (the verifier's one sync is the step's only one). With
-    one, one per drafted token that could be followed by another: whether to run the next
-    forward is data-dependent control flow, so the host must see each confidence before it
-    decides. A step that drafts γ' of γ ≥ 1 tokens makes min(γ', γ − 1) syncs here (the γ-th
-    token's confidence is never read: nothing would follow it anyway). Drafting all γ and
-    truncating after one read would cost one sync, but up to γ − 1 wasted draft forwards and a
-    different use of the generator (other samples, the same law), so it is not done.
+    after a token the draft gave probability below it (at T = 0, its top probability). The stop
+    reads only the draft's own proposals, so the output law is unchanged. Host syncs: none
+    without a threshold; with one, the host must see each confidence before it decides on the
+    next forward: a step that drafts γ' of γ ≥ 1 tokens makes min(γ', γ − 1) syncs here
+    (drafting all γ and truncating after one read would waste draft forwards).
     """
 
     def __init__(self, session: Session, confidence_threshold: float | None = None) -> None:
@@ -166,9 +150,8 @@ class ModelDrafter(Drafter):
         for i in range(gamma):
             logits = self.session.logits(ids, last=1)[-1]  # (V,) on the model's device
             # No NaN check here (a host sync per token): the verifier's fused check reads q.
-            x, q = draft_token(logits, cfg, generator, check=False)  # q None when greedy
-            if q is not None:
-                q_probs.append(q)
+            x, q = draft_token(logits, cfg, generator, check=False)
+            q_probs.append(q)  # None when greedy: stack_proposal never reads it
             tokens.append(x)
             ids = torch.cat([ids, x[None]])
             if self.confidence_threshold is not None and i < gamma - 1:
@@ -188,16 +171,10 @@ class ModelDrafter(Drafter):
 
 class HeuristicGamma(Wrapper):
     """transformers' `num_assistant_tokens_schedule="heuristic"`, wrapped around any drafter.
-
     After each step: "When all speculative tokens are correct, increase `num_assistant_tokens` by
-    2 else reduce by 1" (transformers 5.x `GenerationConfig` docs), never below 1. The draft
-    length of `speculative_generate` is then a cap. The schedule reads only past outcomes, so the
-    output law is unchanged.
-
-    Departure from transformers, on purpose: a step that drafted nothing (the last step capped by
-    the token budget, a prompt-lookup miss) leaves γ unchanged. transformers 5.x counts it as
-    "all correct" (0 of 0 accepted) and adds 2, so γ ratchets up on steps that show nothing
-    about the draft.
+    2 else reduce by 1" (transformers 5.x `GenerationConfig` docs), never below 1; the loop's γ
+    is then a cap. Departure from transformers, on purpose: a step that drafted nothing leaves γ
+    unchanged (transformers counts 0 of 0 as "all correct" and adds 2).
     """
 
     def __init__(self, drafter: Drafter, initial: int = 4) -> None:
@@ -218,19 +195,13 @@ class HeuristicGamma(Wrapper):
 
 
 class HostMirror:
-    """The sequence a drafter is shown, kept on the host, for drafters that read tokens (an
-    n-gram table). `read(ids)` copies the tail it has not seen (one host sync, on the prompt);
-    `extend` appends what each step added, which the verifier's sync already read, so a step
-    needs no read of its own. On the CPU `ids` is on the host already and the mirror stays empty.
-    `crop` follows the loop's rollback, so the mirror stays a prefix of the sequence (were it
-    ever stale, the drafts would be worse, never wrong: they are one-hot either way).
-    """
+    """The sequence, on the host, for drafters that read tokens: `read(ids)` copies the tail it
+    has not seen (one host sync, on the prompt), `extend` appends each step's outcome (no sync)."""
 
     def __init__(self) -> None:
         self.tokens = torch.empty(0, dtype=torch.long)
 
     def extend(self, tokens: list[int]) -> None:
-        """Append tokens the host already knows (the step's outcome): no sync."""
         if self.tokens.numel():  # empty until a read: nothing to mirror on the CPU
             self.tokens = torch.cat([self.tokens, torch.tensor(tokens, dtype=torch.long)])
 
@@ -250,17 +221,8 @@ class PromptLookupDrafter(Drafter):
     """Prompt lookup decoding, with the matching rule of transformers'
     `PromptLookupCandidateGenerator` (5.x): try the longest n-gram first (n = `max_ngram`, ..., 1);
     among the earlier occurrences of the sequence's last n tokens take the **leftmost** one that
-    has a continuation, and propose up to γ tokens that followed it.
-
-    (Notebook 02's Exercise 2.2 has the learner write this same rule, checked against
-    transformers' own.)
-
-    The table is read on the host: on an accelerator the drafter mirrors the sequence there
-    (`HostMirror`): it reads the prompt once, then extends the mirror with each step's outcome,
-    which the loop hands it (`update`) from the verifier's one sync, and copies its proposals to
-    the device without blocking. A step with prompt lookup makes the verifier's sync and no
-    other.
-    """
+    has a continuation, and propose up to γ tokens that followed it (notebook 02, Exercise 2.2).
+    It reads a `HostMirror`: a step makes the verifier's sync and no other."""
 
     def __init__(self, vocab_size: int, max_ngram: int = 3) -> None:
         if not isinstance(max_ngram, int) or max_ngram < 1:
@@ -287,7 +249,7 @@ class PromptLookupDrafter(Drafter):
         return tokens, q_probs
 
     def lookup_on_host(self, ids: torch.Tensor, gamma: int, min_ngram: int = 1) -> torch.Tensor:
-        """`lookup` on the host mirror of `ids`, the result delivered on ids' device."""
+        """`lookup` on the host mirror of `ids`, delivered on ids' device without blocking."""
         found = self.lookup(self.mirror.read(ids), gamma, min_ngram)  # (γ',) on the host
         return found.to(ids.device, non_blocking=True)
 
@@ -315,8 +277,7 @@ class PromptLookupDrafter(Drafter):
 
 def transformers_lookup(ids: list[int], gamma: int, max_ngram: int) -> list[int]:
     """What transformers' own prompt lookup (`PromptLookupCandidateGenerator`) proposes after
-    `ids`: the reference `PromptLookupDrafter` is tested against, and exercise 2.2 is checked
-    against."""
+    `ids`: the reference `PromptLookupDrafter` and exercise 2.2 are checked against."""
     from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
     theirs = PromptLookupCandidateGenerator(
@@ -327,18 +288,10 @@ def transformers_lookup(ids: list[int], gamma: int, max_ngram: int) -> list[int]
 
 
 class LookupThenModel(Wrapper):
-    """Prompt lookup first, a draft model when it finds nothing.
-
-    A step whose last `min_ngram`+ tokens occurred earlier in the sequence copies what followed
-    them (free: no forward); any other step drafts with the model. Each step reports the q its
-    tokens were drawn from (one-hot for a copy, the model's for a draft), so the output law is
-    unchanged. Lookup pays off when the text repeats itself: code, and every greedy continuation
-    of a target that loops (the embedded one does: the bench prints the repeated 4-grams).
-
-    Host syncs: none of its own per step. The lookup runs on its host mirror (see
-    `PromptLookupDrafter`), which also decides on the host whether the model drafts; the model
-    drafter adds none. One per step, the verifier's.
-    """
+    """Prompt lookup first, a draft model when it finds nothing: a step whose last `min_ngram`+
+    tokens occurred earlier in the sequence copies what followed them (one-hot q, no forward).
+    Lookup pays off when the text repeats itself (code, a target that loops). Host syncs: none
+    of its own per step."""
 
     def __init__(self, model, lookup: PromptLookupDrafter | None = None, min_ngram: int = 2):
         super().__init__(model)  # a ModelDrafter (or any Drafter)
@@ -369,9 +322,8 @@ class LookupThenModel(Wrapper):
 
 
 def one_hot(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """The point-mass distributions of deterministic drafts: tokens (γ,) -> float32 (γ, V).
-
-    Written into zeros: `F.one_hot(...).float()` would build an int64 (γ, V) first."""
+    """The point-mass distributions of deterministic drafts: tokens (γ,) -> float32 (γ, V),
+    written into zeros (`F.one_hot(...).float()` would build an int64 (γ, V) first)."""
     q = torch.zeros(tokens.shape[0], vocab_size, device=tokens.device)  # (γ, V)
     return q.scatter_(1, tokens[:, None], 1.0)
 
@@ -386,9 +338,8 @@ def stack_proposal(
     """A model drafter's γ' drafted tokens (0-d each) and their q rows as `propose` returns them:
     (γ',) and (γ', V). Greedy drafts report one-hot q, which greedy verification never reads."""
     if not tokens:
-        return torch.empty(0, dtype=torch.long, device=device), torch.empty(
-            0, vocab_size, device=device
-        )
+        empty = torch.empty(0, dtype=torch.long, device=device)
+        return empty, torch.empty(0, vocab_size, device=device)
     stacked = torch.stack(tokens)  # (γ',)
     return stacked, one_hot(stacked, vocab_size) if greedy else torch.stack(q_probs)
 

@@ -3,14 +3,9 @@
 Library code takes its device from its inputs; only notebooks and command-line entry points call
 `default_device()`. Nothing here runs on import.
 
-GPU dry run: with the environment variable `SPECDEC_LAB_FORCE_GPU_PATHS=1`, `gpu_paths()` is True
-on a CPU-only machine too, so the branches a GPU user executes (heavier settings, hub pairs with
-their fallback, the memory guard, `scripts/gpu_check.py`) run here, on tiny stand-in models
-(`dry_run()` tells which sizes to shrink). Hub pairs load as tiny random stand-ins of their
-family; `SPECDEC_LAB_STAND_INS=0` loads nothing instead, so offline the hub pair fails and the
-fallback branch runs. `SPECDEC_LAB_FREE_MEMORY_GIB=<x>` pretends that only x GiB are free, to
-walk the memory guard's fallback by hand. `SPECDEC_LAB_CPU_BF16=0` (or `=1`) overrides what
-`cpu_native_bf16()` detects, to walk a laptop without native bfloat16 on one that has it.
+GPU dry run (docs/maintainers.md lists the variables): `SPECDEC_LAB_FORCE_GPU_PATHS=1` makes
+`gpu_paths()` True on a CPU-only machine, so a GPU user's branches run here on tiny stand-ins
+(`dry_run()`, `stand_ins()`); `SPECDEC_LAB_CPU_BF16=0` (or `=1`) overrides `cpu_native_bf16()`.
 """
 
 from __future__ import annotations
@@ -27,11 +22,9 @@ import torch
 
 
 def set_seed(seed: int = 0) -> torch.Generator:
-    """Seed python, numpy and torch once (call it in a notebook's first cell).
-
-    Returns a fresh `torch.Generator` seeded with `seed`: pass it down to every sampling call so
-    that results do not depend on what else touched the global RNG.
-    """
+    """Seed python, numpy and torch once (call it in a notebook's first cell). Returns a fresh
+    `torch.Generator` seeded with `seed`: pass it to every sampling call, so that results do not
+    depend on what else touched the global RNG."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -39,7 +32,6 @@ def set_seed(seed: int = 0) -> torch.Generator:
 
 
 def generator(device: torch.device | str, seed: int) -> torch.Generator:
-    """A `torch.Generator` on `device`, seeded with `seed`."""
     return torch.Generator(device=device).manual_seed(seed)
 
 
@@ -47,8 +39,7 @@ def default_device() -> torch.device:
     """The best available device: cuda, then mps, then cpu."""
     if torch.cuda.is_available():
         return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
+    if torch.backends.mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
 
@@ -69,29 +60,29 @@ CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")  # x86 (/proc/cpuinfo flags
 
 
 def cpu_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """Whether this CPU computes bfloat16 matmuls natively, by what it reports: an x86 flag
-    avx512_bf16 or amx_bf16, or Arm's bf16 extension (Linux's /proc/cpuinfo; macOS's
-    `hw.optional.arm.FEAT_BF16`). Elsewhere, and where nothing can be read, False: float32 is
-    the safe default, since emulated bfloat16 is slower than float32."""
+    """Whether this CPU computes bfloat16 matmuls natively: a `CPU_BF16_FLAGS` flag in Linux's
+    /proc/cpuinfo, or macOS's `hw.optional.arm.FEAT_BF16`. Elsewhere, and where nothing can be
+    read, False: emulated bfloat16 is slower than float32."""
     forced = os.environ.get("SPECDEC_LAB_CPU_BF16")
     if forced in ("0", "1"):
         return forced == "1"
     if platform.system() == "Darwin":
+        cmd = ["sysctl", "-n", "hw.optional.arm.FEAT_BF16"]
         try:
-            out = subprocess.run(
-                ["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True
-            )
-            return out.stdout.strip() == "1"
+            return subprocess.run(cmd, capture_output=True, text=True).stdout.strip() == "1"
         except OSError:
             return False
+    line = _first_line(cpuinfo, ("flags", "Features"))
+    return line is not None and any(flag in line.split() for flag in CPU_BF16_FLAGS)
+
+
+def _first_line(path: str, prefixes: tuple[str, ...]) -> str | None:
+    """The first line of `path` (e.g. /proc/cpuinfo) that starts with one of `prefixes`."""
     try:
-        with open(cpuinfo) as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return any(flag in line.split() for flag in CPU_BF16_FLAGS)
+        with open(path) as f:
+            return next((line for line in f if line.startswith(prefixes)), None)
     except OSError:
-        pass
-    return False
+        return None
 
 
 def has_gpu() -> bool:
@@ -104,22 +95,17 @@ FREE_MEMORY_GIB = "SPECDEC_LAB_FREE_MEMORY_GIB"
 STAND_INS = "SPECDEC_LAB_STAND_INS"
 
 
-def _force_gpu_paths() -> bool:
-    """True when `SPECDEC_LAB_FORCE_GPU_PATHS` is set to anything but "" or "0"."""
-    return os.environ.get(FORCE_GPU_PATHS, "") not in ("", "0")
-
-
 def gpu_paths(device: torch.device | str | None = None) -> bool:
     """Take the accelerator branches: `device` (default: the best one) is a GPU, or a dry run
     forces them on the CPU (`SPECDEC_LAB_FORCE_GPU_PATHS=1`)."""
     device = torch.device(device) if device is not None else default_device()
-    return device.type != "cpu" or _force_gpu_paths()
+    return device.type != "cpu" or os.environ.get(FORCE_GPU_PATHS, "") not in ("", "0")
 
 
 def dry_run(device: torch.device | str | None = None) -> bool:
     """Accelerator branches forced onto a CPU: callers shrink sizes and load tiny stand-ins."""
     device = torch.device(device) if device is not None else default_device()
-    return device.type == "cpu" and _force_gpu_paths()
+    return device.type == "cpu" and gpu_paths(device)
 
 
 def stand_ins(device: torch.device | str | None = None) -> bool:
@@ -128,13 +114,9 @@ def stand_ins(device: torch.device | str | None = None) -> bool:
 
 
 def free_memory(device: torch.device | str) -> int | None:
-    """Bytes that can still be allocated on `device`; None when unknown.
-
-    CUDA: `torch.cuda.mem_get_info`, plus the blocks PyTorch's caching allocator holds but no
-    tensor uses (free for the next model, though the driver counts them as taken); MPS: the
-    recommended maximum minus what the driver holds; CPU: MemAvailable from /proc/meminfo.
-    `SPECDEC_LAB_FREE_MEMORY_GIB` overrides all three.
-    """
+    """Bytes that can still be allocated on `device` (None when unknown), unless
+    `SPECDEC_LAB_FREE_MEMORY_GIB` says. CUDA counts the blocks PyTorch's caching allocator holds
+    but no tensor uses as free (the driver counts them as taken); the CPU reads MemAvailable."""
     if os.environ.get(FREE_MEMORY_GIB):
         return int(float(os.environ[FREE_MEMORY_GIB]) * 2**30)
     device = torch.device(device)
@@ -143,14 +125,8 @@ def free_memory(device: torch.device | str) -> int | None:
         return torch.cuda.mem_get_info(device)[0] + cached
     if device.type == "mps":
         return torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory()
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # the file counts kB
-    except OSError:
-        pass
-    return None
+    line = _first_line("/proc/meminfo", ("MemAvailable:",))
+    return int(line.split()[1]) * 1024 if line else None  # the file counts kB
 
 
 def release_memory(device: torch.device | str) -> None:
@@ -164,13 +140,9 @@ def release_memory(device: torch.device | str) -> None:
 
 
 def set_cpu_threads(threads: int | None) -> int:
-    """Set torch's CPU thread count (None keeps the default); returns the count in use.
-
-    Batch-1 decoding of small models gains little from a second thread, and on a shared machine
-    threads that spin-wait for each other inside every kernel make a forward several times
-    slower. The CLI commands therefore default to one thread on the CPU and print the count they
-    used.
-    """
+    """Set torch's CPU thread count (None keeps the default); returns the count in use. The CLI
+    commands default to one: batch-1 decoding of small models gains little from a second thread,
+    and on a shared machine threads spin-waiting on each other slow a forward several times."""
     if threads is not None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
@@ -179,12 +151,9 @@ def set_cpu_threads(threads: int | None) -> int:
 
 
 class RegionTimer:
-    """Seconds spent inside timed regions on `device`, without waiting for it while timing.
-
-    On the CPU a region is wall time. On CUDA a region is a pair of events, and `seconds` reads
-    them after one synchronize: the clock a decoding loop keeps adds no host sync per step,
-    and its figures are the device's time, not the time it took to enqueue the kernels.
-    """
+    """Seconds spent inside timed regions on `device`, without waiting for it while timing: wall
+    time on the CPU; on CUDA a pair of events per region, read after one synchronize by `seconds`,
+    so a decoding loop's clock adds no host sync per step and measures the device's time."""
 
     def __init__(self, device: torch.device | str = "cpu") -> None:
         self.device = torch.device(device)
@@ -224,25 +193,15 @@ def synchronize(device: torch.device | str) -> None:
         torch.mps.synchronize()
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def device_info(device: torch.device | str | None = None) -> dict[str, object]:
     """Everything a benchmark must print next to its numbers to be honest about where it ran."""
     import transformers
 
     device = torch.device(device) if device is not None else default_device()
+    cpu = _first_line("/proc/cpuinfo", ("model name",))
     info: dict[str, object] = {
         "device": str(device),
-        "cpu": _cpu_name(),
+        "cpu": cpu.split(":", 1)[1].strip() if cpu else platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "python": platform.python_version(),

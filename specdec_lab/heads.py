@@ -1,27 +1,17 @@
 """A self-drafting head: the target drafts for itself from its own last hidden state (EAGLE-style).
 
 EAGLE (Li et al. 2024, arXiv:2401.15077) drafts at the *feature* level: a small head reads the
-target's top hidden state h_t together with the embedding of the next token x_{t+1}, predicts
-the next feature f_{t+1} ≈ h_{t+1}, and scores it with the target's own (frozen) LM head. It
-then runs autoregressively on its own predicted features for γ tokens. The hidden states it starts
-from come from the target's verification forward of the previous step, so drafting costs no
-extra target call (`sessions.open_session(..., keep_hidden=True)` keeps them).
+target's top hidden state h_t and the embedding of the next token x_{t+1}, predicts the next
+feature f_{t+1} ≈ h_{t+1}, scores it with the target's own (frozen) LM head, and runs on its own
+features for γ tokens (unlike Medusa's heads, it sees each drafted token). h_t comes from the
+target's previous verification forward (`open_session(..., keep_hidden=True)`): no extra target
+call. Our departure from EAGLE, labelled: a residual MLP with no attention (EAGLE uses one
+transformer layer), so no KV cache and no rollback, trained on its own unrolled predictions for
+a few steps (as EAGLE-3's "training-time test").
 
-Why EAGLE-style and not Medusa: Medusa's k heads each guess token t+k from h_t alone, without
-knowing the tokens in between, so their acceptance falls fast with k; an autoregressive head sees
-each drafted token. Our departure from EAGLE, labelled: the head is a residual MLP with no
-attention over past positions (EAGLE uses one transformer layer). It then needs no KV cache of
-its own and no rollback; the context reaches it only through h_t. We also train it on its own
-unrolled predictions for a few steps (as EAGLE-3's "training-time test"), so that drafting
-beyond the first token does not meet features it never saw.
-
-A head may draft over a **truncated vocabulary** (`HeadConfig.draft_vocab`, as EAGLE-3's head
-does): it scores its feature with only the rows of the target's LM head for the `draft_vocab`
-most frequent tokens (`DraftHead.token_ids`), so a draft token costs a fraction of a target LM
-head. Its q is then exactly zero outside those tokens, which the acceptance rule handles like any
-other q: the output law stays the target's, and only acceptance is lost where p puts mass off
-the list. On SmolLM2-135M the full LM head alone is a fifth of the target's forward, so only a
-truncated head can be cheap there.
+A head may draft over a **truncated vocabulary** (`HeadConfig.draft_vocab`, as EAGLE-3's does):
+only the LM-head rows of the most frequent tokens (`token_ids`), so its q is zero off the list
+and only acceptance is lost there (on SmolLM2-135M the LM head is a fifth of the forward).
 
 Training lives in `course.head_training`; on the CPU, for a few minutes:
 
@@ -60,11 +50,8 @@ class HeadConfig:
 
 
 class DraftHead(nn.Module):
-    """f_{t+1} = head(h_t, e(x_{t+1})): fuse, residual MLP blocks, RMSNorm. (..., d) -> (..., d).
-
-    The output lives where the target's final (normalised) hidden state lives, so the target's
-    LM head scores it directly.
-    """
+    """f_{t+1} = head(h_t, e(x_{t+1})): fuse, residual MLP blocks, RMSNorm. (..., d) -> (..., d),
+    in the space of the target's final (normalised) hidden state, which its LM head scores."""
 
     def __init__(self, cfg: HeadConfig, token_ids: torch.Tensor | None = None) -> None:
         super().__init__()
@@ -98,8 +85,7 @@ class DraftHead(nn.Module):
 
     def scoring_table(self, lm_head: torch.Tensor) -> torch.Tensor:
         """`table` transposed to (d, S), the faster layout for one row on the CPU, in the head's
-        dtype. Built once per LM-head weight (gathering 16,384 rows took about 0.1 s on the
-        CPU, 8% of a 48-token generation) and kept while that weight is unchanged."""
+        dtype; kept while that LM-head weight is unchanged (a gather took 0.1 s on the CPU)."""
         dtype = self.fuse.weight.dtype
         key = (lm_head.data_ptr(), lm_head._version, lm_head.device, dtype)
         if self._scoring is None or self._scoring[0] != key:
@@ -110,13 +96,9 @@ class DraftHead(nn.Module):
 
 # ------------------------------------------------------------------------------------ drafting
 class HeadDrafter(Drafter):
-    """A `Drafter` that drafts with a `DraftHead` from the target session's hidden states.
-
-    `target` must be the very session the decoding loop verifies with, opened with
-    `keep_hidden=True`: pass it as the loop's target. The first step of a generation proposes
-    nothing (the target has not read the prompt yet); every later step starts from the feature
-    that predicted the last accepted token.
-    """
+    """A `Drafter` that drafts with a `DraftHead` from the hidden states of `target`, the very
+    session the loop verifies with, opened with `keep_hidden=True`. The first step of a
+    generation proposes nothing (the target has not read the prompt yet)."""
 
     @property
     def seconds(self) -> float:
@@ -158,9 +140,8 @@ class HeadDrafter(Drafter):
                 f = self.head(f, self.embed(x.to(device)).to(dtype))  # (d,)
                 logits = self._logits(f)  # (V,) on the device
                 self.calls += 1
-                x, q = draft_token(logits, cfg, generator, check=False)  # q None when greedy
-                if q is not None:
-                    q_probs.append(q)
+                x, q = draft_token(logits, cfg, generator, check=False)
+                q_probs.append(q)  # None when greedy: stack_proposal never reads it
                 tokens.append(x)
         self.clock.stop(t0)
         return stack_proposal(tokens, q_probs, self.vocab_size, ids.device, cfg.greedy)
@@ -187,10 +168,8 @@ def head_drafter(
 # ------------------------------------------------------------------------------------ checkpoint
 def save_head(head: DraftHead, out: Path, info: dict, int8: bool = False) -> Path:
     """Write the head's weights in float16 (safetensors) and its config + `info` (JSON).
-
-    `int8=True` stores each weight matrix as int8 with one float32 scale per output row
-    (absmax / 127; `load_head` multiplies back), halving the file: a storage format, the head
-    computes in floating point as before. Vectors (biases, norms) stay float16."""
+    `int8=True` stores each weight matrix as int8 rows with float32 scales (absmax / 127),
+    halving the file: a storage format only (`load_head` multiplies back)."""
     out.mkdir(parents=True, exist_ok=True)
     state = {}
     for key, value in head.state_dict().items():
@@ -211,13 +190,9 @@ def save_head(head: DraftHead, out: Path, info: dict, int8: bool = False) -> Pat
 def load_head(
     path: str | Path, device: torch.device | str = "cpu", target_dtype: torch.dtype | None = None
 ) -> DraftHead:
-    """A head saved by `save_head`, on `device`, in the dtype it drafts fastest in there.
-
-    That is float32 on the CPU whatever the target's dtype: one row against the head's weights
-    is a matrix-vector product, which bfloat16 does not speed up on the CPUs measured (an AMD
-    EPYC with avx512_bf16: the head's drafting step took 3.7 ms in float32 against 6.1 ms in
-    bfloat16 beside a bfloat16 target). Elsewhere the head takes `target_dtype` (None: float32).
-    """
+    """A head saved by `save_head`, on `device`, in the dtype it drafts fastest in there:
+    float32 on the CPU whatever the target's (an AMD EPYC with avx512_bf16: 3.7 ms a drafting
+    step against 6.1 ms in bfloat16), elsewhere `target_dtype` (None: float32)."""
     path = Path(path)
     if not (path / WEIGHTS).exists():
         raise FileNotFoundError(

@@ -24,9 +24,8 @@ def _underlying_model(obj):
 
 
 def check_positions(models: Sequence, prompt_len: int, max_new_tokens: int) -> None:
-    """Raise ValueError, before any forward, if a model cannot take the positions a generation
-    feeds it: the prompt and all new tokens but the last (which is sampled, never fed back), so
-    prompt_len + max_new_tokens − 1 of them. `models` may hold sessions and drafters too."""
+    """Raise ValueError, before any forward, if a model cannot take the prompt_len +
+    max_new_tokens − 1 positions a generation feeds it. `models` may hold sessions and drafters."""
     for model in models:
         inner = _underlying_model(model)
         limit = max_positions(inner)
@@ -89,11 +88,8 @@ def check_max_new_tokens(max_new_tokens: int) -> None:
 
 
 def check_vocab_size(who: str, model, vocab_size: int | None) -> None:
-    """`vocab_size` may narrow a model's logits to a shared prefix, never widen them.
-
-    An open session or a drafter already carries its own vocab_size: a different one is refused
-    rather than silently ignored.
-    """
+    """`vocab_size` may narrow a model's logits to a shared prefix, never widen them; an open
+    session or a drafter carries its own, and a different one is refused, not ignored."""
     if vocab_size is None:
         return
     if hasattr(model, "propose") or hasattr(model, "crop"):  # a drafter or an open session

@@ -6,14 +6,11 @@ Reporting the raw distribution while sampling from the processed one inflates ac
 breaks exactness (this was HF transformers issue #47932).
 
 All functions take an optional `torch.Generator` and never draw from the global RNG. They run on
-the device of their inputs (a generator must live on that device too).
+the device of their inputs.
 
-Large vocabularies (151,936 tokens for Qwen2.5) make the obvious implementations expensive on a
-CPU, where `torch.multinomial` and a full sort are slow per row. `sample` therefore uses
-inverse-CDF sampling (a cumulative sum and a binary search: exact), `greedy` takes
-`max(-1).indices` (argmax's first-maximum rule, cheaper on the CPU), and top-p looks only at the
-largest probabilities when they already hold the mass it keeps. `python -m specdec_lab
-vocab-cost` measures what these choices cost per step on your machine.
+Large vocabularies (151,936 tokens for Qwen2.5) make `torch.multinomial` and a full sort slow per
+row on a CPU, hence the inverse-CDF `sample`, `greedy` by `max(-1).indices` and the partial sort
+of `top_p_drop`; `python -m specdec_lab vocab-cost` measures what they cost on your machine.
 """
 
 from __future__ import annotations
@@ -136,8 +133,7 @@ def top_p_drop(probs: torch.Tensor, top_p: float) -> torch.Tensor:
         if k == vocab or not (mass[..., -1] < top_p).any():
             break
         k = min(4 * k, vocab)
-    # Mass strictly before each sorted token: an exclusive cumulative sum (non-decreasing, which
-    # is what makes the partial sort exact).
+    # Mass strictly before each sorted token: an exclusive cumulative sum.
     mass_before = torch.nn.functional.pad(mass[..., :-1], (1, 0))  # (..., k)
     drop_sorted = mass_before >= top_p  # (..., k)
     drop = torch.ones_like(probs, dtype=torch.bool)  # tokens beyond the first k: dropped
@@ -196,8 +192,7 @@ def generator_on(
 
     A host generator then seeds an accelerator run reproducibly, and every draw of the run
     happens on the device: no host-to-device copy of uniforms, which on CUDA waits for the
-    device's queue at every draft token. The draw that seeds it is a host tensor read on the
-    host, not a sync. On the CPU nothing changes.
+    device's queue at every draft token.
     """
     device = torch.device(device)
     if generator is None or generator.device.type == device.type:
@@ -239,10 +234,7 @@ def _check_weights(rows: torch.Tensor, totals: torch.Tensor) -> None:
 
 
 def greedy(logits: torch.Tensor) -> torch.Tensor:
-    """The argmax token(s), the first one on ties. logits: (..., V) -> (...).
-
-    `max(-1).indices` follows argmax's first-maximum rule and is cheaper on the CPU.
-    """
+    """The argmax token(s), the first one on ties. logits: (..., V) -> (...)."""
     return logits.max(-1).indices
 
 

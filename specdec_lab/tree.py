@@ -14,10 +14,8 @@ wrong first guess need not end the step. One step reads top to bottom in `tree_s
     4. roll both caches back to the accepted sequence.
 
 Step 3 is a pure function of probabilities (`tree_sample`, `tree_greedy`), tested without models.
-The loop runs their on-device twin, `verify_tree_on_device`, which verifies every node of a level
-at once and reads the outcome with one host sync (the same law; the same tokens when greedy).
-It returns the chain's `Verdict` (`engine.fused`), after the chain's checks (`value_flags`);
-`teaching_tree_verifier` runs the reference walks behind the same interface.
+The loop runs their on-device twin, `verify_tree_on_device` (one host sync, the chain's `Verdict`
+and checks); `teaching_tree_verifier` runs the reference walks behind the same interface.
 """
 
 from __future__ import annotations
@@ -27,16 +25,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specdec_lab import inputs
 from specdec_lab.decoding import Generation, Step, run_steps
 from specdec_lab.engine.fused import DeviceOutcome, Verdict, greedy_flags, raise_for, value_flags
 from specdec_lab.engine.sessions import DEFAULT_RUNTIME, Session, open_session
-from specdec_lab.inputs import (
-    check_gamma,
-    check_positions,
-    check_prompt,
-    check_same_vocab,
-    check_vocab_size,
-)
 from specdec_lab.sampling import (
     SamplingConfig,
     cdf_dtype,
@@ -57,13 +49,9 @@ class TokenTree:
 
     tokens: (N,); parents[i] is the parent node of node i (-1: a child of the root), parents
     before children; q_probs: (N, V), the distribution node i was drawn from, given its parent
-    and its earlier siblings.
-
-    A tree drafted level by level on the device (`build_tree` with the default sampler) has a
-    fixed layout: `widths[ℓ]` children under every node of level ℓ, nodes in level order. Where
-    q has fewer tokens with mass than a level asks for, the extra siblings are slots that hold
-    no draft: `alive` (N,) bool, on the device, is False for them (their q row is zero) and the
-    walk never takes them. `alive` None: every node holds a draft.
+    and its earlier siblings. A tree drafted level by level on the device has a fixed layout:
+    `widths[ℓ]` children under every node of level ℓ, nodes in level order; siblings beyond the
+    tokens q has mass on are empty slots, `alive` (N,) False (q row zero), never walked into.
     """
 
     tokens: torch.Tensor
@@ -101,14 +89,11 @@ class TokenTree:
 def draw_sibling_slots(
     q: torch.Tensor, k: int, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """k siblings drawn from each row of q (W, V) without replacement, with no host sync.
-
-    The exponential race `torch.multinomial(replacement=False)` runs (the same draws, from the
-    same generator): token x gets the key q(x) / E_x with E_x ~ Exp(1), and the k largest keys,
-    in order, are k draws without replacement (Plackett–Luce). Returns candidates (W, k'), their
-    distributions (W, k', V) (row i: q with the earlier candidates removed, renormalised) and
-    alive (W, k') bool, with k' = min(k, V): a row with fewer than k' tokens of mass fills its
-    last slots with tokens of no mass, alive False, q row zero.
+    """k siblings drawn from each row of q (W, V) without replacement, with no host sync:
+    `torch.multinomial(replacement=False)`'s exponential race (the same draws): the k largest
+    keys q(x) / E_x, E_x ~ Exp(1), in order (Plackett–Luce). Returns candidates (W, k'), their
+    distributions (W, k', V) (q less the earlier candidates, renormalised) and alive (W, k'),
+    k' = min(k, V): slots past a row's tokens of mass are alive False, q row zero.
     """
     k = min(k, q.shape[-1])
     e = exponentials(*q.shape, generator=generator, device=q.device)  # (W, V)
@@ -122,12 +107,8 @@ def draw_sibling_slots(
 def draw_siblings(
     q: torch.Tensor, k: int, generator: torch.Generator | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """k distinct candidates drawn from q (V,) without replacement, and the q each came from.
-
-    Returns candidates (k',) and their distributions (k', V): row i is q with the earlier
-    candidates removed, renormalised (k' = k, or fewer if q has fewer tokens with mass: one host
-    read, which `build_tree`'s level-wide sampler, `draw_sibling_slots`, does without).
-    """
+    """k distinct candidates (k',) drawn from q (V,) and their distributions (k', V), as in
+    `draw_sibling_slots`; k' < k if q has fewer tokens with mass (one host read)."""
     candidates, rows, alive = draw_sibling_slots(q[None], k, generator)
     k = int(alive.sum())  # the slots with a draft come first
     return candidates[0, :k], rows[0, :k]
@@ -141,15 +122,11 @@ def build_tree(
     generator: torch.Generator | None = None,
     siblings: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> TokenTree:
-    """Grow a tree below ids[-1] with one draft forward per level (tree attention again).
-
+    """Grow a tree below ids[-1] with one draft forward per level (tree attention again):
     branching[ℓ] children under every node of depth ℓ (the root has depth 0): (3, 1, 1) is three
     first tokens, each followed by a chain of two. Greedy (T = 0) takes the top-k tokens of q.
-
-    With no `siblings` a whole level is drawn at once on the device (`draw_sibling_slots`) and
-    the tree keeps a fixed layout: no host sync at all, whatever q holds. A sampler passed in
-    (`draw_siblings`, or a broken one of `proof.broken`) runs node by node, as written, and may
-    return fewer siblings.
+    With no `siblings` each level is drawn at once on the device, no host sync; a sampler passed
+    in (`draw_siblings`, or one of `proof.broken`) runs node by node and may return fewer.
     """
     vocab, device = draft.vocab_size, draft.device
     tokens = torch.empty(0, dtype=torch.long, device=device)
@@ -159,22 +136,19 @@ def build_tree(
     widths: list[int] | None = [] if cfg.greedy or siblings is None else None
     frontier = [-1]  # the nodes of the current level, contiguous; -1 is the root
     for k in branching:
-        scores = draft.tree_logits(ids, tokens, parents)  # (1 + N, V) the lean runtime feeds
-        # only the nodes it has not seen (the last level); transformers' re-feeds the whole tree
+        scores = draft.tree_logits(ids, tokens, parents)  # (1 + N, V)
         logits = scores[frontier[0] + 1 : frontier[-1] + 2]  # (W, V) row 0 is the root
         width = len(frontier)
         if cfg.greedy:
             k = min(k, vocab)
             kids = logits.topk(k, dim=-1).indices.reshape(-1)  # (W k,) distinct, best first
             q = torch.nn.functional.one_hot(kids, vocab).float()  # (W k, V) unused by greedy
-            new_parents = [node for node in frontier for _ in range(k)]
         elif widths is not None:  # the whole level at once, on the device
             probs = logits_to_probs(logits, cfg, check=False)  # (W, V)
             kids, q, live = draw_sibling_slots(probs, k, generator)  # (W, k'), (W, k', V)
             k = kids.shape[1]
             kids, q = kids.reshape(-1), q.reshape(width * k, vocab)
             alive.append(live.reshape(-1))
-            new_parents = [node for node in frontier for _ in range(k)]
         else:  # a learner's sampler, node by node (host syncs: for teaching only)
             new_tokens, new_parents, new_q = [], [], []
             for node, row in zip(frontier, logits, strict=True):
@@ -184,8 +158,9 @@ def build_tree(
                 new_parents += [node] * node_kids.shape[0]
                 new_q.append(node_q)
             kids, q = torch.cat(new_tokens), torch.cat(new_q)
-        if widths is not None:
+        if widths is not None:  # a fixed layout: k children under every node of the frontier
             widths.append(k)
+            new_parents = [node for node in frontier for _ in range(k)]
         first_new = tokens.shape[0]
         tokens = torch.cat([tokens, kids])  # (N,)
         parents += new_parents
@@ -203,12 +178,9 @@ def tree_sample(
     generator: torch.Generator | None = None,
     verify_siblings: Callable[..., tuple[int, torch.Tensor]] = multi_draft_sample,
 ) -> tuple[list[int], torch.Tensor]:
-    """Walk down the tree with recursive rejection sampling at every node.
-
-    p_probs: (1 + N, V), row 0 the target after the root, row 1 + i after node i. Returns the
-    accepted path (node indices, root to leaf) and the next token: the residual sample where
-    all children of a node were rejected, or the bonus sample from p at an accepted leaf.
-    """
+    """Walk down the tree with recursive rejection sampling at every node. p_probs: (1 + N, V),
+    row 0 the target after the root, row 1 + i after node i. Returns the accepted path (nodes,
+    root to leaf) and the next token: the residual sample, or the bonus sample at a leaf."""
     path, node = [], -1
     while kids := tree.children(node):
         i, x = verify_siblings(tree.tokens[kids], tree.q_probs[kids], p_probs[node + 1], generator)
@@ -238,8 +210,7 @@ TreeVerifier = Callable[[TokenTree, torch.Tensor, SamplingConfig, torch.Generato
 def teaching_tree_verifier(rule: Callable[..., tuple[int, torch.Tensor]]) -> TreeVerifier:
     """Wrap a multi-draft rule `rule(candidates, q_probs, p_probs, generator) -> (i, token)`
     (`verify.multi_draft_sample`, or a broken one) as a `TreeVerifier`: `tree_sample` with it
-    (`tree_greedy` when greedy), run as written on any tree, with its own host syncs. For
-    teaching and for the tests of the tests, not for speed."""
+    (`tree_greedy` when greedy), run as written, with its own host syncs: for teaching."""
 
     def verifier(tree, p_logits, cfg, generator=None) -> Verdict:
         if cfg.greedy:
@@ -260,16 +231,9 @@ def verify_tree_on_device(
     generator: torch.Generator | None = None,
 ) -> Verdict:
     """`tree_greedy` or `tree_sample` (with `multi_draft_sample`) on the device, read by ONE
-    host sync. Needs a tree with a fixed layout (`tree.widths`, what `build_tree` drafts).
-
-    Every node of a level is verified at once: greedy, its first child equal to the target's
-    argmax; sampling, recursive rejection sampling over its children (empty slots never
-    accepted, and leaving the residual as it is), then one token per node from what is left
-    (the last residual, or p itself at a leaf: the bonus). The walk from the root then only
-    reads these outcomes. A node off the walk spends coins nobody looks at; the nodes on it
-    use fresh, independent ones, so the output law is `tree_sample`'s (the draws are not).
-    Raises ValueError, after the sync, for NaN or invalid inputs, as the chain's verifier does.
-    """
+    host sync, for a tree with a fixed layout (`tree.widths`). Every node of a level is verified
+    at once; nodes off the walk spend coins nobody reads, so the output law is `tree_sample`'s
+    (the draws are not). Raises ValueError, after the sync, for bad inputs."""
     widths = tree.widths
     if widths is None:
         raise ValueError("verify_tree_on_device needs a tree drafted level by level (widths)")
@@ -294,9 +258,8 @@ _Levels = list[tuple[int, int, slice]]  # per level: (first row, W nodes, their 
 
 
 def _levels(widths: tuple[int, ...]) -> _Levels:
-    """Per level ℓ of a fixed-layout tree: (lo, W, children). Its W nodes are rows lo .. lo + W − 1
-    of the target's (1 + N, V) scores (row 1 + i: node i; the root is row 0), and their W·k
-    children, node by node, are the tree nodes `children` (the level below)."""
+    """Per level ℓ of a fixed-layout tree: (lo, W, children): its W nodes are rows lo .. lo + W − 1
+    of the target's (1 + N, V) scores, their W·k children the tree nodes `children`."""
     levels, lo, width = [], 0, 1
     for k in widths:
         levels.append((lo, width, slice(lo + width - 1, lo + width - 1 + width * k)))
@@ -418,16 +381,11 @@ def choose_branching(
     max_depth: int = 8,
     widths: tuple[int, ...] = (1, 2, 3, 4),
 ) -> tuple[int, ...]:
-    """The tree shape with the best modelled speedup on THIS device.
-
-    verify_cost[k - 1] = the target's time for one forward over k tokens / over one token,
-    measured on the device (`timing.verify_curve`): on a CPU it jumps where the matmul kernels
-    switch from matrix-vector to matrix-matrix, on a GPU it stays flat much longer. Candidates:
-    a first level of w siblings, then one or two children per node, down to `max_depth` levels,
-    as long as the last accepted token and all nodes fit the measured curve. The draft pays one
-    forward (cost c) per level: a small draft is overhead-bound, so a wide level costs about
-    what a narrow one does.
-    """
+    """The tree shape with the best modelled speedup on THIS device. verify_cost[k - 1] = the
+    target's time for one forward over k tokens / over one token (`timing.verify_curve`).
+    Candidates: a first level of w siblings, then one or two children per node, down to
+    `max_depth` levels, while all nodes + 1 fit the curve. The draft pays one forward (cost c)
+    per level, whatever its width (a small draft is overhead-bound)."""
     best, best_speed = (1,), 0.0
     for depth in range(1, max_depth + 1):
         for w1 in widths:
@@ -455,16 +413,11 @@ def tree_step(
 ) -> tuple[torch.Tensor, Step]:
     """One token-tree step after the accepted sequence `ids` (L,). Returns (new ids, Step).
 
-    The Step reports the branch that was followed: the accepted nodes, then the first-drawn
-    child below the last one (if any), so `n_accepted` and `bonus` mean what they mean in a chain.
-
-    Host syncs on an accelerator: **one** per step, whatever the depth, branching, temperature
-    or generator. The tree is drafted on the device with a fixed layout (`build_tree`), verified
-    there (`verify_tree_on_device`), and the verdict comes back in one read. The sessions build
-    each tree forward's attention mask and positions from `parents` on the host (the layout is
-    known there) and copy them without waiting for the device (tests/engine/test_simulated_device.py
-    pins the count). A `teaching_tree_verifier` or a learner's `siblings` runs as written, node
-    by node, with its own host syncs.
+    The Step reports the branch followed: the accepted nodes, then first-drawn children below,
+    so `n_accepted` and `bonus` mean what they mean in a chain. Host syncs on an accelerator:
+    **one** per step (the verdict), whatever the shape or temperature; the sessions copy tree
+    masks built on the host without waiting (tests/engine/test_simulated_device.py pins it). A
+    `teaching_tree_verifier` or a learner's `siblings` runs node by node, with its own syncs.
     """
     # 1. Draft a tree.
     tree = build_tree(draft, ids, branching, cfg, generator, siblings)
@@ -473,8 +426,7 @@ def tree_step(
     # 3. Walk down the tree: accept a path, then add one target token (residual or bonus sample).
     verdict = verifier(tree, p_logits, cfg, generator)
     ids = torch.cat([ids, verdict.accepted, verdict.token[None]])
-    # 4. Roll back to the accepted sequence. The lean runtime keeps the accepted branch's keys
-    #    and values; transformers' sessions dropped the tree and re-feed the branch next step.
+    # 4. Roll back to the accepted sequence (the lean runtime keeps the branch's cache entries).
     for session in (target, draft):
         session.keep_branch(verdict.path)
         session.crop(ids.shape[0] - 1)
@@ -500,23 +452,19 @@ def tree_speculative_generate(
     runtime: str = DEFAULT_RUNTIME,
 ) -> Generation:
     """Token-tree speculative decoding; same arguments and result type as `speculative_generate`.
-
-    `branching` gives the tree shape per level (its length is the depth γ). `draft` is a mock or
-    transformers model (a `Session` for it is opened here). `verify_siblings` and `siblings`
-    swap the multi-draft rule and the sibling sampler (`specdec_lab.proof.broken`), for teaching
-    only; greedy decoding uses neither. The output is distributed exactly as autoregressive
-    sampling from the target.
-    """
+    `branching` gives the tree shape per level (its length is the depth γ). `verify_siblings`
+    and `siblings` swap the multi-draft rule and the sibling sampler (`proof.broken`), for
+    teaching only; greedy decoding uses neither. The output law is the target's own."""
     cfg = SamplingConfig(temperature, top_k, top_p)
     if not branching or any(not isinstance(k, int) or k < 1 for k in branching):
         raise ValueError(f"branching must be a non-empty tuple of positive ints, got {branching!r}")
-    check_gamma(len(branching))
-    check_positions([target, draft], check_prompt(input_ids).shape[0], max_new_tokens)
-    check_vocab_size("target", target, vocab_size)
-    check_vocab_size("draft", draft, vocab_size)
+    inputs.check_gamma(len(branching))
+    inputs.check_positions([target, draft], inputs.check_prompt(input_ids).shape[0], max_new_tokens)
+    inputs.check_vocab_size("target", target, vocab_size)
+    inputs.check_vocab_size("draft", draft, vocab_size)
     p_model = open_session(target, vocab_size, runtime)
     q_model = open_session(draft, vocab_size, runtime)
-    check_same_vocab(p_model.vocab_size, q_model)
+    inputs.check_same_vocab(p_model.vocab_size, q_model)
     generator = generator_on(generator, p_model.device)  # every draw where the models are
     verifier = verify_tree_on_device  # greedy, or the multi-draft rule on a level-wide tree
     if not cfg.greedy and (verify_siblings is not None or siblings is not None):

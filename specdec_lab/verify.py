@@ -7,8 +7,7 @@ A draft token x ~ q is accepted with probability min(1, p(x)/q(x)). On the first
 replacement is drawn from the residual norm(max(0, p - q)). If all γ drafts are accepted, a bonus
 token is drawn from the target's next distribution p[γ]. The output is then distributed exactly
 as p; `one_step_law` computes that law in closed form so the tests can check it without sampling.
-
-Nothing here touches a model: these functions can be tested without any weights.
+Nothing here touches a model.
 
 `rejection_sample` is the readable reference the notebooks teach. The decoding loop runs its
 on-device twin, `engine.fused.verify_on_device`, which makes the same draws with one host sync.
@@ -104,7 +103,6 @@ def rejection_sample(
 
     Returns (n_accepted, next_token): the first n_accepted drafts are kept, then next_token is
     appended. It is the residual sample at the first rejection, or the bonus sample from p[γ].
-    `engine.fused.rejection_sample_on_device` makes the same draws with no host sync.
     """
     gamma = _check_shapes(draft_tokens, q_probs, p_probs)
     raise_for(value_flags(draft_tokens, q_probs, p_probs).tolist(), draft_tokens, p_probs.shape[1])
@@ -140,9 +138,8 @@ def multi_draft_sample(
     _check_shape("p_probs", p_probs[None])
     if q_probs.shape[1] != p_probs.shape[0]:
         raise ValueError(f"q_probs has V={q_probs.shape[1]}, p_probs has V={p_probs.shape[0]}")
-    raise_for(
-        value_flags(candidates, q_probs, p_probs[None]).tolist(), candidates, p_probs.shape[0]
-    )
+    flags = value_flags(candidates, q_probs, p_probs[None]).tolist()
+    raise_for(flags, candidates, p_probs.shape[0])
     p = p_probs
     for i in range(k):
         x, q = candidates[i], q_probs[i]

@@ -27,12 +27,13 @@ def main(argv: list[str] | None = None) -> int:
         "--temperatures", type=float, nargs="*", default=list(bench.BenchConfig.temperatures)
     )
     parser.add_argument("--seed", type=int, default=bench.BenchConfig.seed)
+    runtimes = list(bench.BenchConfig.runtimes)
     parser.add_argument(
         "--runtimes",
         nargs="+",
-        choices=["lean", "hf"],
-        default=list(bench.BenchConfig.runtimes),
-        help="runtimes of our rows, the first the reference for speedups (default: lean hf)",
+        choices=runtimes,
+        default=runtimes,
+        help="the first is the reference",
     )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI and dry runs")
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' own generate")
@@ -40,17 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", type=int, default=1, help="CPU threads (default 1; 0 = torch's default)"
     )
     parser.add_argument("--out", type=Path, default=None, help="JSON path (default data/results/)")
-    parser.add_argument(
-        "--vocab-cost",
-        action="store_true",
-        help="only print the loop's own cost per step at V = 151,936 (specdec_lab.measure.vocab_cost)",
-    )
-    parser.add_argument(
-        "--markdown",
-        type=Path,
-        metavar="RECORD",
-        help="only print the README's speed table from a saved record (no measuring)",
-    )
+    parser.add_argument("--vocab-cost", action="store_true", help="only the loop's cost per step")
+    parser.add_argument("--markdown", type=Path, metavar="RECORD", help="only a record's table")
     args = parser.parse_args(argv)
     if args.markdown:
         print(bench.markdown_table(records.load_results(args.markdown)))
@@ -58,18 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.vocab_cost:
         env.set_cpu_threads(args.threads or None)
         return vocab_cost_cli.main(["--threads", str(args.threads)])
-    base = (
-        bench.QUICK
-        if args.smoke
-        else bench.BenchConfig(
-            gammas=tuple(args.gammas),
-            max_new_tokens=args.max_new_tokens,
-            repeats=args.repeats,
-            n_prompts=args.prompts,
-        )
-    )
+    sizes = dict(gammas=tuple(args.gammas), max_new_tokens=args.max_new_tokens)
+    sizes.update(repeats=args.repeats, n_prompts=args.prompts)
     cfg = dataclasses.replace(
-        base,
+        bench.QUICK if args.smoke else bench.BenchConfig(**sizes),
         hf=not args.no_hf,
         domain=args.domain,
         temperatures=tuple(args.temperatures),
@@ -82,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     pair = models.load_pair(args.pair, device, args.dtype, target=args.target, draft=args.draft)
     prompts = [pair.encode(p["text"]) for p in data.load_prompts(cfg.domain, cfg.n_prompts)]
     info = env.device_info(device)
-    print(f"{pair.describe()}")
+    print(pair.describe())
     print(
         f"device {info['device']} | {info.get('gpu', info['cpu'])} | {info['torch_threads']} "
         f"threads | torch {info['torch']} | transformers {info['transformers']}"

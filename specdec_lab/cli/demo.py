@@ -85,24 +85,13 @@ def _default_pair() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specdec_lab demo", description=__doc__)
-    parser.add_argument(
-        "--pair", default=None, help="pair name (default: smollm2-local, else embedded; or mock)"
-    )
-    parser.add_argument("--target", default=None, help="target: a hub id or a directory")
-    parser.add_argument("--draft", default=None, help="draft: a hub id or a directory")
-    parser.add_argument(
-        "--dtype", default=None, choices=sorted(DTYPES), help="default: the pair's, or planned"
-    )
-    parser.add_argument(
-        "--prompt", default=None, help="prompt text (default: a shipped code prompt)"
-    )
+    parser.add_argument("--pair", help="pair name (default: smollm2-local, else embedded; or mock)")
+    parser.add_argument("--target", help="target: a hub id or a directory")
+    parser.add_argument("--draft", help="draft: a hub id or a directory")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), help="default: the pair's, or planned")
+    parser.add_argument("--prompt", help="prompt text (default: a shipped code prompt)")
     parser.add_argument("--max-new-tokens", type=int, default=120)
-    parser.add_argument(
-        "--gamma",
-        type=int,
-        default=None,
-        help="draft length (default: planned here, from measured costs and a probe of α)",
-    )
+    parser.add_argument("--gamma", type=int, help="draft length (default: planned here)")
     parser.add_argument(
         "--temperatures",
         type=float,
@@ -117,16 +106,13 @@ def main(argv: list[str] | None = None) -> int:
         help="how transformers models run: our lean forward where it covers the family "
         "(auto, the default), always (lean), or transformers' own (hf)",
     )
-    parser.add_argument("--top-k", type=int, default=None)
+    parser.add_argument("--top-k", type=int)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--threads", type=int, default=1, help="CPU threads (default 1; 0 = torch's default)"
     )
     parser.add_argument(
-        "--rounds",
-        type=int,
-        default=2,
-        help="timed rounds of each decoder, interleaved; the fastest is reported (default 2)",
+        "--rounds", type=int, default=2, help="interleaved timed rounds; the fastest counts"
     )
     parser.add_argument("--no-color", action="store_true")
     args = parser.parse_args(argv)
@@ -157,13 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         check_positions([pair.target, pair.draft], len(ids), args.max_new_tokens)
         if args.dtype is None and pair.dtype != torch.float32:
             pair, plans[args.temperatures[0]] = _planned_dtype(pair, ids, args)
-        target, draft, decode, vocab_size, label = (
-            pair.target,
-            pair.draft,
-            pair.decode,
-            pair.vocab_size,
-            pair.describe(),
-        )
+        target, draft, decode, vocab_size = pair.target, pair.draft, pair.decode, pair.vocab_size
+        label = pair.describe()
         candidates = plan.pair_candidates(pair, args.runtime)
 
     info = device_info()

@@ -68,37 +68,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point: train one preset, save it, log its numbers. Returns 0."""
     args = _parse(argv)
     torch.set_num_threads(args.threads)
-    overrides = {
-        k: v
-        for k, v in {
-            "minutes": args.minutes,
-            "tokens": args.tokens,
-            "lr": args.lr,
-            "batch_size": args.batch_size,
-            "context": args.context,
-            "distill_weight": args.distill_weight,
-            "domains": tuple(args.domains) if args.domains else None,
-        }.items()
-        if v is not None
-    }
-    cfg = replace(
-        train.RECIPES[args.model],
-        seed=args.seed,
-        threads=args.threads,
-        bf16_autocast=not args.no_bf16,
-        **overrides,
-    )
+    given = ("minutes", "tokens", "lr", "batch_size", "context", "distill_weight", "domains")
+    overrides = {k: getattr(args, k) for k in given if getattr(args, k) is not None}
+    if args.domains:
+        overrides["domains"] = tuple(args.domains)
+    overrides |= dict(seed=args.seed, threads=args.threads, bf16_autocast=not args.no_bf16)
+    cfg = replace(train.RECIPES[args.model], **overrides)
     if args.tokens is not None and args.minutes is None:
         cfg = replace(cfg, minutes=0.0)
     preset = train.PRESETS[args.model]
-
+    tok_dir = args.tokenizer or args.distill_from or train.DEFAULT_TOKENIZER_DIR
     if args.eval_only:
         tok_dir = args.out
-    else:
-        tok_dir = args.tokenizer or args.distill_from or train.DEFAULT_TOKENIZER_DIR
     tokenizer = corpus.ensure_corpus_and_tokenizer(args.corpus_dir, tok_dir, args.vocab_size)
     heldout = {
         d: corpus.encode_corpus_file(tokenizer, args.corpus_dir / f"{d}_heldout.txt")
@@ -108,12 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         model = train.load_checkpoint(args.out)
         entry: dict[str, object] = {"params": sum(p.numel() for p in model.parameters())}
     else:
-        train_tokens = torch.cat(
-            [
-                corpus.encode_corpus_file(tokenizer, args.corpus_dir / f"{d}_train.txt")
-                for d in cfg.domains
-            ]
-        )
+        train_files = [args.corpus_dir / f"{d}_train.txt" for d in cfg.domains]
+        train_tokens = torch.cat([corpus.encode_corpus_file(tokenizer, f) for f in train_files])
         teacher = train.load_checkpoint(args.distill_from) if args.distill_from else None
         if args.init_from:
             model = train.load_checkpoint(args.init_from).float().train()

@@ -14,50 +14,46 @@ from specdec_lab.course import head_training
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m specdec_lab train-head", description="Train an EAGLE-style draft head."
-    )
-    parser.add_argument("--target", default="data/models/target", help="target model directory")
-    parser.add_argument("--out", required=True, type=Path, help="directory for the checkpoint")
-    parser.add_argument("--minutes", type=float, default=4.0, help="training budget")
-    parser.add_argument(
+    ap = argparse.ArgumentParser(prog="python -m specdec_lab train-head", description=__doc__)
+    ap.add_argument("--target", default="data/models/target", help="target model directory")
+    ap.add_argument("--out", required=True, type=Path, help="directory for the checkpoint")
+    ap.add_argument("--minutes", type=float, default=4.0, help="training budget")
+    ap.add_argument(
         "--text",
         nargs="+",
         type=Path,
         default=[data.CORPUS_DIR / f"{d}_train.txt" for d in data.DOMAINS],
         help="training text files (the target's own training split)",
     )
-    parser.add_argument("--text-weights", nargs="+", type=float, help="sampling weight per file")
-    parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument(
+    ap.add_argument("--text-weights", nargs="+", type=float, help="sampling weight per file")
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument(
         "--sequences", type=int, default=4000, help="training sequences drawn from --text"
     )
-    parser.add_argument(
+    ap.add_argument(
         "--init-from", type=Path, help="continue a saved head (its shape and vocabulary win)"
     )
-    parser.add_argument("--vocab", type=int, help="draft over the N most frequent tokens only")
-    parser.add_argument("--mlp-size", type=int, default=512)
-    parser.add_argument("--blocks", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--lr", type=float, default=4e-3)
-    parser.add_argument("--feature-share", type=float, default=0.35)
-    parser.add_argument(
+    ap.add_argument("--vocab", type=int, help="draft over the N most frequent tokens only")
+    ap.add_argument("--mlp-size", type=int, default=512)
+    ap.add_argument("--blocks", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=4e-3)
+    ap.add_argument("--feature-share", type=float, default=0.35)
+    ap.add_argument(
         "--checkpoint-minutes", type=float, default=10.0, help="save and evaluate this often"
     )
-    parser.add_argument("--gamma", type=int, default=4, help="draft length for the α report")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument(
-        "--device", default="cpu", help="where the target and head run (cuda: a GPU)"
-    )
-    parser.add_argument(
+    ap.add_argument("--gamma", type=int, default=4, help="draft length for the α report")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="where the target and head run (cuda: a GPU)")
+    ap.add_argument(
         "--online",
         action="store_true",
         help="fresh target features for every batch, drawn from the whole tokenized --text "
         "(for an accelerator; --sequences windows then only count the --vocab tokens)",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
     missing = [str(p) for p in args.text if not p.exists()]
     if missing:
         raise FileNotFoundError(f"training text not found: {', '.join(missing)} (see --text)")
@@ -81,12 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         sequences = head_training.text_sequences(
             tokenizer, args.text, args.sequences, args.seq_len, args.seed, args.text_weights
         )
+    heldout_files = {d: data.CORPUS_DIR / f"{d}_heldout.txt" for d in data.DOMAINS}
     heldout = {  # held-out text of each domain, for the curve's α
-        d: head_training.text_sequences(
-            tokenizer, [data.CORPUS_DIR / f"{d}_heldout.txt"], 8, args.seq_len, seed=1
-        )
-        for d in data.DOMAINS
-        if (data.CORPUS_DIR / f"{d}_heldout.txt").exists()
+        d: head_training.text_sequences(tokenizer, [f], 8, args.seq_len, seed=1)
+        for d, f in heldout_files.items()
+        if f.exists()
     }
     token_ids, init, earlier = None, None, {}
     if args.init_from:
@@ -108,36 +103,16 @@ def main(argv: list[str] | None = None) -> int:
         heads.save_head(head, args.out, {"target": str(args.target), "train": log, **earlier})
         print(json.dumps(point), flush=True)
 
+    common = dict(batch_size=args.batch_size, lr=args.lr, seed=args.seed, init=init)
+    common |= dict(progress=not args.no_progress, token_ids=token_ids, checkpoint=checkpoint)
+    common |= dict(checkpoint_seconds=60 * args.checkpoint_minutes, cfg=cfg)
     if args.online:
         head, log = head_training.train_head_online(
-            target,
-            lambda n: stream(n, args.seq_len),
-            60 * args.minutes,
-            cfg,
-            token_ids,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            seed=args.seed,
-            progress=not args.no_progress,
-            checkpoint=checkpoint,
-            checkpoint_seconds=60 * args.checkpoint_minutes,
-            init=init,
+            target, lambda n: stream(n, args.seq_len), 60 * args.minutes, **common
         )
     else:
         head, log = head_training.train_head(
-            target,
-            sequences,
-            60 * args.minutes,
-            cfg=cfg,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            seed=args.seed,
-            progress=not args.no_progress,
-            feature_share=args.feature_share,
-            token_ids=token_ids,
-            checkpoint=checkpoint,
-            checkpoint_seconds=60 * args.checkpoint_minutes,
-            init=init,
+            target, sequences, 60 * args.minutes, feature_share=args.feature_share, **common
         )
     prompts = [  # the bench's held-out prompts
         models.encode_prompt(tokenizer, p["text"])

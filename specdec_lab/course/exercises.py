@@ -2,9 +2,8 @@
 
 A course notebook in `notebooks/` marks an exercise like this:
 
-- a markdown cell with a line ``### Exercise N: <title>``. N is ``<notebook>.<k>`` (``1.2`` is the
-  second exercise of notebook 01), so each notebook numbers its own exercises; a plain integer
-  is accepted too. Numbers are unique course-wide;
+- a markdown cell with a line ``### Exercise N: <title>``, N unique course-wide: ``<notebook>.<k>``
+  (``1.2`` is the second exercise of notebook 01) or a plain integer;
 - a code cell with one or more solution regions::
 
       def expected_tokens(alpha: float, gamma: int) -> float:
@@ -18,19 +17,15 @@ A course notebook in `notebooks/` marks an exercise like this:
 
 `make_student` replaces every region with ``raise NotImplementedError("Exercise N: <title>")`` at
 the region's indentation and strips all outputs. `generate` writes the student version of every
-notebook that has a region to `workshop/`. From the repository root::
-
-    python -m specdec_lab workshop           # regenerate workshop/ (this resets student edits)
-    python -m specdec_lab workshop --check   # exit 1 if workshop/ is not what it would generate
-    python -m specdec_lab workshop --list    # the exercise table, in markdown
+notebook that has a region to `workshop/`: ``python -m specdec_lab workshop`` (which resets student
+edits; ``--check``: exit 1 if workshop/ is out of date; ``--list``: the exercise table).
 
 Testing the checks (tests/course/test_exercises.py runs this for every student notebook)
 ---------------------------------------------------------------------------------
 A check cell must fail on the stub *and* on plausible wrong answers, and the student notebook must
-not hand out a solution outside the solution regions. Both are tested by running the student
-notebook once with a *probe* cell inserted after each check cell (`with_probes`). The probe calls
-`probe` in the kernel, which re-runs the check cell with other values bound to the answer names
-and reports, for each, whether the check passed:
+not hand out a solution outside the solution regions. `with_probes` inserts a probe cell after each
+check cell; it calls `probe`, which re-runs the check cell with other values bound to the answer
+names and reports, for each, whether the check passed:
 
 - **wrong answers**, declared per notebook in ``tests/wrong_answers/<notebook stem>.py`` as::
 
@@ -45,8 +40,7 @@ and reports, for each, whether the check passed:
   the solution regions (numbers, for an answer that is a number) is bound to the answer name in
   turn, and none may pass the check.
 
-The probe restores the notebook's variables and random-number generators after each run, so the
-rest of the student notebook runs as it would without probes.
+The probe restores the notebook's variables and random-number generators after each run.
 """
 
 from __future__ import annotations
@@ -58,8 +52,11 @@ import io
 import json
 import random
 import re
+import runpy
 import signal
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -164,15 +161,10 @@ def python_string(text: str) -> str:
 
 
 def make_student(nb: NotebookNode, source: str = "notebooks/<name>.ipynb") -> NotebookNode:
-    """The student version of the solution notebook `nb` (which is left unchanged).
-
-    Every solution region becomes ``raise NotImplementedError("Exercise N: <title>")``, N and
-    title taken from the nearest preceding ``### Exercise N:`` heading. Outputs, execution counts
-    and the metadata nbstripout removes are stripped, and cell ids are renumbered 0, 1, ... as
-    nbstripout does, so the result is nbstripout-clean. A note naming `source` opens the notebook.
-    """
+    """The student version of the solution notebook `nb` (left unchanged), nbstripout-clean (cell
+    ids renumbered 0, 1, ...), opened by a note naming `source`."""
     student = copy.deepcopy(nb)
-    current: tuple[str, str] | None = None
+    current = None
     for index, cell in enumerate(student.cells):
         current = (headings(cell) or [current])[-1]  # the nearest preceding heading
         if cell.cell_type != "code":
@@ -188,9 +180,7 @@ def make_student(nb: NotebookNode, source: str = "notebooks/<name>.ipynb") -> No
         cell.outputs, cell.execution_count = [], None
         for key in STRIPPED_CELL_KEYS:
             cell.metadata.pop(key, None)
-
-    note = nbformat.v4.new_markdown_cell(NOTE.format(source=source))
-    student.cells.insert(0, note)
+    student.cells.insert(0, nbformat.v4.new_markdown_cell(NOTE.format(source=source)))
     for index, cell in enumerate(student.cells):
         if student.nbformat_minor >= 5:
             cell.id = str(index)  # as nbstripout renumbers them
@@ -203,30 +193,23 @@ def make_student(nb: NotebookNode, source: str = "notebooks/<name>.ipynb") -> No
 
 
 def list_exercises(src_dir: str | Path = "notebooks") -> list[Exercise]:
-    """Every ``### Exercise N:`` heading of the notebooks in `src_dir`, in notebook order.
-
-    Raises `ExerciseError` if two exercises share a number: the numbering is course-wide.
-    """
-    rows: list[Exercise] = []
+    """Every ``### Exercise N:`` heading of the notebooks in `src_dir`, in notebook order;
+    `ExerciseError` if two share a number (the numbering is course-wide)."""
+    rows: dict[str, Exercise] = {}
     for path in sorted(Path(src_dir).glob("*.ipynb")):
         for cell in nbformat.read(path, as_version=4).cells:
-            rows += [Exercise(number, title, path.name) for number, title in headings(cell)]
-    seen: dict[str, Exercise] = {}
-    for row in rows:
-        if row.number in seen:
-            first = seen[row.number]
-            raise ExerciseError(
-                f"Exercise {row.number} appears twice: {first.notebook} and {row.notebook}"
-            )
-        seen[row.number] = row
-    return rows
+            for number, title in headings(cell):
+                if number in rows:
+                    where = f"{rows[number].notebook} and {path.name}"
+                    raise ExerciseError(f"Exercise {number} appears twice: {where}")
+                rows[number] = Exercise(number, title, path.name)
+    return list(rows.values())
 
 
 def _expected_files(src_dir: str | Path = "notebooks") -> dict[str, str]:
     """{file name: text} of the student notebooks that `src_dir` generates."""
-    src_dir = Path(src_dir)
     list_exercises(src_dir)  # course-wide numbering check
-    files = {}
+    src_dir, files = Path(src_dir), {}
     for path in sorted(src_dir.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         if has_solution(nb):
@@ -254,22 +237,17 @@ def differences(src_dir: str | Path = "notebooks", out_dir: str | Path = "worksh
         elif path.read_text(encoding="utf-8") != text:
             problems.append(f"{path}: differs from its solution notebook")
     for path in sorted(out_dir.glob("*.ipynb")):
-        if path.name in expected:
-            continue
-        if _is_generated(path):
+        if path.name not in expected and _is_generated(path):
             problems.append(f"{path}: stale (no solution notebook with exercises generates it)")
-        else:
+        elif path.name not in expected:
             problems.append(f"{path}: not generated (only student notebooks belong here)")
     return problems
 
 
 def generate(src_dir: str | Path = "notebooks", out_dir: str | Path = "workshop") -> list[Path]:
-    """Write the student version of every notebook in `src_dir` that has a solution region.
-
-    Overwrites the files in `out_dir` (this is how an instructor resets them) and removes stale
-    generated notebooks. Notebooks in `out_dir` that were not generated are left alone. Returns
-    the paths written.
-    """
+    """Write the student version of every notebook in `src_dir` that has a solution region,
+    overwriting `out_dir`'s (an instructor's reset) and removing stale generated notebooks (others
+    are left alone). Returns the paths written."""
     expected, out_dir = _expected_files(src_dir), Path(out_dir)
     written = []
     for name, text in expected.items():
@@ -279,12 +257,11 @@ def generate(src_dir: str | Path = "notebooks", out_dir: str | Path = "workshop"
             path.write_text(text, encoding="utf-8")
             written.append(path)
     for path in sorted(out_dir.glob("*.ipynb")):
-        if path.name not in expected:
-            if _is_generated(path):
-                path.unlink()
-                print(f"removed stale {path}")
-            else:
-                print(f"left alone {path} (not generated)", file=sys.stderr)
+        if path.name not in expected and _is_generated(path):
+            path.unlink()
+            print(f"removed stale {path}")
+        elif path.name not in expected:
+            print(f"left alone {path} (not generated)", file=sys.stderr)
     return written
 
 
@@ -356,11 +333,8 @@ def exercise_cells(nb: NotebookNode) -> list[ExerciseCells]:
 def with_probes(
     solution: NotebookNode, source: str, wrong_answers: str | Path | None = None
 ) -> NotebookNode:
-    """The student version of `solution` with a probe cell after every check cell.
-
-    Each probe cell calls `probe` on the kernel's variables, so executing the result (allowing
-    NotImplementedError) prints one `PROBE_MARK` report line per exercise; see `probe_reports`.
-    """
+    """The student version of `solution` with a probe cell after every check cell: run, it prints
+    one `PROBE_MARK` report line per exercise (see `probe_reports`)."""
     student = make_student(solution, source)
     path = None if wrong_answers is None else str(Path(wrong_answers).resolve())
     for ex in reversed(exercise_cells(solution)):
@@ -390,8 +364,6 @@ def probe_reports(executed: NotebookNode) -> list[dict[str, Any]]:
 
 def load_wrong_answers(path: str | Path | None) -> dict[str, dict[str, Any]]:
     """The ``WRONG_ANSWERS`` dict of a wrong-answers file ({} if `path` is None or missing)."""
-    import runpy
-
     if path is None or not Path(path).exists():
         return {}
     return runpy.run_path(str(path)).get("WRONG_ANSWERS", {})
@@ -405,13 +377,10 @@ def probe(
     wrong_answers: str | Path | None = None,
     timeout: float = PROBE_TIMEOUT,
 ) -> dict[str, Any]:
-    """Re-run the check cell of Exercise `number` on wrong answers and on plain-sight candidates.
-
-    `namespace` is the notebook's variables (`globals()` in the kernel), `names` the exercise's
-    answer names. Returns (and prints, after `PROBE_MARK`) ``{"number", "names", "wrong",
-    "plain_sight"}``, the last two mapping a label to the check's outcome: ``"passed"`` or
-    ``"<ExceptionName>: <message>"``. The namespace and the random generators are restored.
-    """
+    """Re-run the check cell of Exercise `number` on wrong answers and on plain-sight candidates
+    for the answer `names` in `namespace` (the kernel's `globals()`). Returns (and prints, after
+    `PROBE_MARK`) ``{"number", "names", "wrong", "plain_sight"}``, the last two mapping a label
+    to the `run_check` outcome."""
     wrong = {}
     for label, value in load_wrong_answers(wrong_answers).get(number, {}).items():
         if isinstance(value, dict):
@@ -433,23 +402,17 @@ def probe(
 def _plain_sight_candidates(
     namespace: dict[str, Any], name: str, names: list[str]
 ) -> dict[str, Any]:
-    """What the notebook itself defines that could stand in for the answer `name`.
+    """What the notebook defines that could stand in for the answer `name`: every function or
+    class of module ``__main__`` for a callable answer; every number for a value (the stub left
+    `name` unbound, or bound to a non-callable)."""
 
-    For a function or class to write: every function or class defined in the notebook (module
-    ``__main__``). For a value (the stub left `name` unbound, or bound to a non-callable): every
-    number the notebook holds.
-    """
-    public = {k: v for k, v in namespace.items() if not k.startswith("_") and k not in names}
-    if callable(namespace.get(name)):
-        return {
-            k: v
-            for k, v in public.items()
-            if callable(v) and getattr(v, "__module__", None) == "__main__"
-        }
+    def fits(v: Any) -> bool:
+        if callable(namespace.get(name)):
+            return callable(v) and getattr(v, "__module__", None) == "__main__"
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
     return {
-        k: v
-        for k, v in public.items()
-        if isinstance(v, (int, float)) and v is not True and v is not False
+        k: v for k, v in namespace.items() if not k.startswith("_") and k not in names and fits(v)
     }
 
 
@@ -461,7 +424,7 @@ def run_check(
 ) -> str:
     """Run `check_source` in `namespace` with `bindings` applied; then undo everything it changed
     (variables and random-generator states). Returns "passed" or "<ExceptionName>: <message>"."""
-    saved, rng = dict(namespace), _rng_states(namespace)
+    saved, restore_rng = dict(namespace), _rng_restorer(namespace)
     namespace.update(bindings)
     try:
         quiet = io.StringIO()
@@ -474,39 +437,31 @@ def run_check(
     finally:
         namespace.clear()
         namespace.update(saved)
-        _set_rng_states(rng)
+        restore_rng()
     return outcome
 
 
-def _rng_states(namespace: dict[str, Any]) -> dict[str, Any]:
+def _rng_restorer(namespace: dict[str, Any]) -> Callable[[], None]:
+    """A function that puts back every random generator's state: global and the namespace's."""
     import numpy as np
     import torch
 
-    generators = {k: v for k, v in namespace.items() if isinstance(v, torch.Generator)}
-    return {
-        "torch": torch.random.get_rng_state(),
-        "numpy": np.random.get_state(),
-        "random": random.getstate(),
-        "generators": {k: (g, g.get_state()) for k, g in generators.items()},
-    }
+    generators = [(g, g.get_state()) for g in namespace.values() if isinstance(g, torch.Generator)]
+    states = torch.random.get_rng_state(), np.random.get_state(), random.getstate()
 
+    def restore() -> None:
+        torch.random.set_rng_state(states[0])
+        np.random.set_state(states[1])
+        random.setstate(states[2])
+        for generator, state in generators:
+            generator.set_state(state)
 
-def _set_rng_states(states: dict[str, Any]) -> None:
-    import numpy as np
-    import torch
-
-    torch.random.set_rng_state(states["torch"])
-    np.random.set_state(states["numpy"])
-    random.setstate(states["random"])
-    for generator, state in states["generators"].values():
-        generator.set_state(state)
+    return restore
 
 
 @contextlib.contextmanager
 def _time_limit(seconds: float):
     """Raise TimeoutError in the main thread after `seconds` (no limit elsewhere)."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

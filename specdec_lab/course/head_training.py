@@ -28,21 +28,15 @@ HEAD_DIR = MODELS_DIR / "head"  # the shipped head of the embedded target
 
 
 def _head_loss(
-    head: DraftHead,
-    target,
-    feats: torch.Tensor,
-    ids: torch.Tensor,
-    unroll: int = 3,
-    table: torch.Tensor | None = None,
+    head: DraftHead, target, feats: torch.Tensor, ids: torch.Tensor, unroll: int = 3, table=None
 ) -> tuple[torch.Tensor, list[float]]:
     """Distillation loss over `unroll` drafting steps, each fed the head's own previous feature,
-    and the expected acceptance at T = 1 of each step, Σ min(p, q), averaged over positions.
+    and each step's expected acceptance at T = 1, Σ min(p, q), averaged over positions.
 
     feats (B, S, d) the target's features, ids (B, S). Step k predicts h_{t+1+k} from
-    (f̂_{t+k}, e(x_{t+1+k})), with f̂_t = h_t: KL from the target's next-token distribution,
-    plus a smooth-L1 pull towards the target's feature (EAGLE uses both). With `table` (S', d),
-    the rows of a truncated vocabulary, both p and q are scored over those rows alone: the
-    best q over them is p renormalised to them, the same optimum as with p over all tokens.
+    (f̂_{t+k}, e(x_{t+1+k})), with f̂_t = h_t: KL from the target's next-token distribution plus
+    a smooth-L1 pull towards the target's feature (EAGLE uses both). With `table` (S', d), the
+    rows of a truncated vocabulary, p and q are scored over those rows alone (same optimum).
     """
     embed = target.get_input_embeddings()
 
@@ -81,16 +75,11 @@ def train_head(
     checkpoint_seconds: float = 600.0,
     init: DraftHead | None = None,
 ) -> tuple[DraftHead, dict]:
-    """Train a head on the target's own features of `sequences` (N, S) for about `seconds`.
-
-    Features are collected a sequence at a time, interleaved with AdamW steps on random batches
-    of those collected so far, so that the target's forwards take about `feature_share` of the
-    time (the learning rate warms up, then decays linearly to the deadline). `token_ids` (S',)
-    gives the head a truncated vocabulary (`HeadConfig.draft_vocab` = S'). `checkpoint(head,
-    log)` is called every `checkpoint_seconds` and at the end. Returns the head (float32, eval
-    mode) and a log dict; the target's parameters are left as they were. `init` continues a
-    trained head (its config and vocabulary win over `cfg` and `token_ids`); it is not modified.
-    """
+    """Train a head on the target's own features of `sequences` (N, S) for about `seconds`, the
+    features collected a sequence at a time (about `feature_share` of the time) between AdamW
+    steps on random batches of them. `token_ids` (S',): a truncated vocabulary; `checkpoint(head,
+    log)`: called every `checkpoint_seconds` and at the end; `init`: a trained head to continue,
+    unmodified (its config and vocabulary win). Returns the head (float32, eval) and a log."""
     start = time.perf_counter()
     deadline = start + seconds
     cfg = cfg or HeadConfig(target.config.hidden_size)
@@ -149,13 +138,9 @@ def train_head_online(
     checkpoint_seconds: float = 60.0,
     init: DraftHead | None = None,
 ) -> tuple[DraftHead, dict]:
-    """`train_head` for an accelerator: fresh features for every batch, none kept.
-
-    Where the target's forward is cheap next to the head's step (a GPU), storing features only
-    limits the data; here every step draws `windows(batch_size)` (B, S) token ids, runs the frozen
-    target over them and takes one AdamW step. Same loss, schedule, checkpoints and log as
-    `train_head`, and the log also counts the tokens seen.
-    """
+    """`train_head` for an accelerator, where the target's forward is cheap: every step runs the
+    frozen target on fresh `windows(batch_size)` (B, S) token ids, keeping no features. Same loss,
+    schedule, checkpoints and log as `train_head`, plus the tokens seen."""
     start = time.perf_counter()
     deadline = start + seconds
     with _frozen(target):
@@ -216,7 +201,7 @@ def token_stream(tokenizer, paths: list[Path], weights: list[float] | None = Non
 
 def _new_head(target, cfg: HeadConfig, token_ids, init: DraftHead | None, seed: int, lr: float):
     """(head on the target's device, its LM-head table or None, its AdamW): a fresh head seeded
-    with `seed`, or a copy of `init` (whose config and vocabulary win)."""
+    with `seed`, or a copy of `init`."""
     if init is not None:
         cfg, token_ids = init.cfg, init.token_ids
     if token_ids is not None:
@@ -243,14 +228,9 @@ def _log_point(log: dict, window: list, feats: list, start: float, collect_s: fl
     if window:
         loss = sum(w[0] for w in window) / len(window)
         alphas = [sum(w[1][k] for w in window) / len(window) for k in range(len(window[0][1]))]
-        log["curve"].append(
-            {
-                "minutes": round((time.perf_counter() - start) / 60, 2),
-                "steps": log["steps"],
-                "loss": round(loss, 4),
-                "train_alpha_t1": [round(a, 4) for a in alphas],
-            }
-        )
+        minutes = round((time.perf_counter() - start) / 60, 2)
+        point = {"minutes": minutes, "steps": log["steps"], "loss": round(loss, 4)}
+        log["curve"].append(point | {"train_alpha_t1": [round(a, 4) for a in alphas]})
     log.update(
         feature_sequences=len(feats),
         feature_tokens=sum(f.shape[0] for f in feats),

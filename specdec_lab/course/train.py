@@ -9,20 +9,20 @@ Everything the course runs on is produced here, on a laptop CPU, without a model
    acceptance rate alpha = E[sum_x min(p(x), q(x))] = 1 - E[TV(p, q)] (Leviathan et al. 2023,
    arXiv:2211.17192; p = target, q = draft) and the forward latency of each model.
 
-Command line (through `python -m specdec_lab train ...` or `main(argv)`)::
+Command line (`python -m specdec_lab train ...`, `specdec_lab.cli.train`)::
 
     train --model target --minutes 30 --out data/models/target
     train --model draft --minutes 8 --distill-from data/models/target --out data/models/draft
 
-Training runs against a wall-clock budget (`--minutes`) or a token budget (`--tokens`); the
-learning-rate schedule (linear warmup, cosine decay) is laid out over whichever is given, so a
-slower machine trains on fewer tokens but still finishes its schedule. A token budget makes a run
-bit-for-bit reproducible for a given `--seed`; a time budget does not (the step count depends on
-the machine). Nothing here runs on import and nothing draws from the global RNG.
+Training runs against a wall-clock (`--minutes`) or a token budget (`--tokens`), the learning-rate
+schedule (linear warmup, cosine decay) laid out over whichever is given: a slower machine trains
+on fewer tokens but finishes its schedule. Only a token budget makes a run bit-for-bit
+reproducible (for a given `--seed`). Nothing here runs on import or draws from the global RNG.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import statistics
@@ -44,9 +44,7 @@ from specdec_lab.verify import acceptance_rate
 DEFAULT_TOKENIZER_DIR = CORPUS_DIR / "tokenizer"
 
 
-# --------------------------------------------------------------------------------------------
-# Configuration: frozen dataclasses and named presets.
-# --------------------------------------------------------------------------------------------
+# --- Configuration: frozen dataclasses and named presets ----------------------------------------
 
 
 @dataclass(frozen=True)
@@ -108,9 +106,7 @@ RECIPES: dict[str, TrainConfig] = {
 }
 
 
-# --------------------------------------------------------------------------------------------
-# Models, batches, metrics.
-# --------------------------------------------------------------------------------------------
+# --- Models, batches, metrics -------------------------------------------------------------------
 
 
 def model_config(shape: ModelShape, tokenizer):
@@ -127,11 +123,9 @@ def model_config(shape: ModelShape, tokenizer):
 
 @torch.no_grad()
 def spectral_embedding_init(model, teacher) -> None:
-    """Start `model`'s (tied) embedding table as the best rank-d approximation of `teacher`'s,
-    d = the model's width: rows `U[:, :d] · S[:d]` of the SVD `E = U S Vᵀ` of the teacher's table,
-    rescaled to the fresh init's standard deviation.
-    A draft that shares the vocabulary then starts knowing which tokens are alike, instead of
-    learning 49k rows from the few it sees in a short run."""
+    """Start `model`'s (tied) embedding table as the best rank-d approximation of `teacher`'s
+    (d = the model's width): rows `U[:, :d] · S[:d]` of the SVD `E = U S Vᵀ`, rescaled to the
+    fresh init's std. The draft then starts knowing which tokens are alike."""
     table = teacher.get_input_embeddings().weight.float()  # (V, D)
     own = model.get_input_embeddings().weight  # (V, d)
     if table.shape[0] != own.shape[0] or own.shape[1] > table.shape[1]:
@@ -182,12 +176,9 @@ def heldout_loss(
 def acceptance_alpha(
     target, draft, tokens: torch.Tensor, context: int = 256, n: int = 32, bs: int = 8
 ) -> dict[str, float]:
-    """Acceptance rate of draft q against target p on fixed windows of held-out `tokens`.
-
-    alpha = mean over positions of sum_x min(p(x), q(x)) = 1 - mean TV(p, q) at temperature 1
-    (Leviathan et al. 2023, eq. 1). Also returns `greedy_match`: how often argmax q == argmax p,
-    which is the per-token acceptance of greedy speculative decoding.
-    """
+    """Acceptance rate of draft q against target p on fixed windows of held-out `tokens`: alpha =
+    mean of sum_x min(p(x), q(x)) = 1 - mean TV(p, q) at T = 1 (Leviathan et al. 2023, eq. 1), and
+    `greedy_match`, how often argmax q == argmax p (greedy decoding's per-token acceptance)."""
     target.eval()
     draft.eval()
     windows = eval_windows(tokens, n, context)  # (n, T)
@@ -212,8 +203,6 @@ def latency_ms(model, k: int = 1) -> float:
 
 def _save_model(model, tokenizer, out_dir: Path, dtype: torch.dtype = torch.float16) -> None:
     """Save model (cast to `dtype`), tokenizer and generation config in Hugging Face format."""
-    import copy
-
     from transformers import GenerationConfig
 
     out_dir = Path(out_dir)
@@ -239,9 +228,7 @@ def load_checkpoint(path: Path):
     return models.load_model(str(path), device="cpu", dtype=torch.float32)
 
 
-# --------------------------------------------------------------------------------------------
-# Training loop.
-# --------------------------------------------------------------------------------------------
+# --- Training loop ------------------------------------------------------------------------------
 
 
 def lr_at(progress: float, cfg: TrainConfig) -> float:
@@ -277,20 +264,16 @@ def _distill_loss(
         return ce, ce
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
         p_logits = teacher(input_ids=x).logits.float()  # (B, T, V)
-    kl = F.kl_div(
-        F.log_softmax(logits, -1).flatten(0, 1),
-        F.log_softmax(p_logits, -1).flatten(0, 1),
-        log_target=True,
-        reduction="batchmean",
-    )
+    log_q = F.log_softmax(logits, -1).flatten(0, 1)  # (B·T, V) the model's
+    log_p = F.log_softmax(p_logits, -1).flatten(0, 1)  # (B·T, V) the teacher's
+    kl = F.kl_div(log_q, log_p, log_target=True, reduction="batchmean")
     return cfg.distill_weight * kl + (1 - cfg.distill_weight) * ce, ce
 
 
 @dataclass
 class _TrainState:
-    """Where a run is: optimizer steps and tokens so far, the training CE of each step (the
-    last 200 survive a checkpoint), the curve logged at each checkpoint, and the seconds it
-    had trained before this process started (non-zero once resumed)."""
+    """Where a run is: steps, tokens, each step's training CE (the last 200 survive a checkpoint),
+    the curve logged at each checkpoint, and the seconds trained before this process started."""
 
     step: int = 0
     seen: int = 0
@@ -309,13 +292,10 @@ def train_model(
     progress: bool = True,
     resume: bool = False,
 ) -> dict[str, object]:
-    """Train `model` in place on random windows of `train_tokens` (n,); return a log dict.
-
-    With a `teacher`, the loss is `distill_weight * KL(p_teacher || q_model) + (1 - w) * CE`,
-    i.e. the draft learns the target's whole next-token distribution, which is what alpha
-    rewards. Every `checkpoint_minutes` it saves the model to `out_dir` and the full training
-    state (fp32 weights, optimizer, RNG, elapsed time, tokens seen) to `<out_dir>.state.pt`; with
-    `resume=True` a killed run continues from that state, on the same schedule.
+    """Train `model` in place on random windows of `train_tokens` (n,), distilled from `teacher`
+    if given (`_distill_loss`); return a log dict. Every `checkpoint_minutes` it saves the model
+    to `out_dir` and the full training state (weights, optimizer, RNG, clock) to
+    `<out_dir>.state.pt`; with `resume=True` a killed run continues from it, on the same schedule.
     """
     torch.set_num_threads(cfg.threads)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -365,20 +345,13 @@ def train_model(
 
 
 def _train_step(
-    model,
-    teacher,
-    train_tokens: torch.Tensor,
-    opt: torch.optim.Optimizer,
-    gen: torch.Generator,
-    cfg: TrainConfig,
-    lr: float,
-    run: _TrainState,
+    model, teacher, tokens: torch.Tensor, opt, gen, cfg: TrainConfig, lr: float, run: _TrainState
 ) -> None:
-    """One optimizer step at learning rate `lr` on a random batch; `run` counts it."""
+    """One optimizer step at learning rate `lr` on a random batch of `tokens`; `run` counts it."""
     for group in opt.param_groups:
         group["lr"] = lr
     model.train()
-    batch = sample_batch(train_tokens, cfg.batch_size, cfg.context, gen)  # (B, T+1)
+    batch = sample_batch(tokens, cfg.batch_size, cfg.context, gen)  # (B, T+1)
     loss, ce = _distill_loss(model, teacher, batch, cfg)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -393,8 +366,7 @@ def _save_train_state(
     model, tokenizer, out_dir: Path, opt, gen: torch.Generator, run: _TrainState, t_start: float
 ) -> None:
     """Save the model to `out_dir`, log a point of the curve, and write the full training state
-    to `<out_dir>.state.pt` (atomically: a kill never corrupts it). `t_start`: the
-    `time.perf_counter()` the run's clock counts from."""
+    to `<out_dir>.state.pt` atomically; the run's clock counts from `t_start` (`perf_counter`)."""
     _save_model(model, tokenizer, out_dir)
     elapsed = time.perf_counter() - t_start
     run.curve.append(

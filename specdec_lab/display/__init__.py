@@ -15,11 +15,10 @@ Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ 
 
 Every plot draws onto the `ax` (or `axes`) it is given, the caller owning and showing the
 figure, or onto a new figure that is closed before returning, and returns the plotted numbers
-so notebooks assert on data, not pixels. matplotlib is imported only when a plot draws:
-importing `display` (say, for a terminal trace) does not load it.
+so notebooks assert on data, not pixels. matplotlib is imported only when a plot draws.
 
-Nothing here changes a result or draws random numbers. (`measure.preview.first_look` runs a pair
-and shows it with `trace`.) Every public name is here: use `display.trace`, `display.plot_step`.
+Nothing here changes a result or draws random numbers. Every public name is here: use
+`display.trace`, `display.plot_step`.
 
 May import: the foundation, the engine, the algorithm and `proof`; nothing that loads weights,
 measures or teaches.
@@ -45,32 +44,3 @@ from specdec_lab.display.mechanism import (
     plot_tree,
 )
 from specdec_lab.display.traces import ANSI, KINDS, LEGEND, OUTPUT_KINDS, Piece, Trace, trace
-
-__all__ = [
-    "ANSI",
-    "COLOURS",
-    "KINDS",
-    "LEGEND",
-    "OUTPUT_KINDS",
-    "CacheWatch",
-    "EnginePlot",
-    "LawPlot",
-    "Piece",
-    "RollbackPlot",
-    "SideBySide",
-    "StepPlot",
-    "TVPlot",
-    "Trace",
-    "TreePlot",
-    "greedy_loop_note",
-    "plain_log_ticks",
-    "plot_engines",
-    "plot_law",
-    "plot_rollback",
-    "plot_side_by_side",
-    "plot_step",
-    "plot_tree",
-    "plot_tv_vs_n",
-    "prefix_tv",
-    "trace",
-]

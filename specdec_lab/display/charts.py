@@ -1,11 +1,4 @@
-"""Measured methods and engines side by side, and the caveat that goes with greedy numbers.
-
-`plot_side_by_side(rows)` draws methods' tokens per target call and tokens per second;
-`plot_engines(engines)` draws engines' plain and speculative tokens per second beside their
-verification curves r(k); `greedy_loop_note()` is the sentence to print beside every greedy
-measurement. Like every plot here they draw onto the `axes` they are given, or onto a new
-figure that is closed before returning, and return the plotted numbers.
-"""
+"""Measured methods and engines side by side, and the caveat that goes with greedy numbers."""
 
 from __future__ import annotations
 
@@ -44,8 +37,7 @@ def plot_side_by_side(
 
     Left: tokens per target call, what a method buys. Right: tokens per second, what it costs,
     with each bar's speedup over `baseline` at its temperature and the baseline as a dashed line.
-    Every method needs a row at every temperature. `axes`: two axes, else a new figure that is
-    closed before returning.
+    Every method needs a row at every temperature. `axes`: two axes.
     """
     rows = [tuple(r) for r in rows]
     if any(len(r) != 4 for r in rows):
@@ -114,7 +106,6 @@ def plot_engines(engines: dict[str, dict[str, Any]], *, axes: Sequence[Any] | No
     Left: each engine's plain and speculative tokens per second, the speculative bar labelled
     with its speedup. Right: r(k) = t(k) / t(1), what verifying k − 1 drafts costs in one-token
     forwards, against r = 1 (free verification). Every engine needs the same ks, starting at 1.
-    `axes`: two axes, else a new figure that is closed before returning.
     """
     names = list(engines)
     if not names:
@@ -128,15 +119,14 @@ def plot_engines(engines: dict[str, dict[str, Any]], *, axes: Sequence[Any] | No
     plain = np.array([float(engines[n]["plain"]) for n in names])
     speculative = np.array([float(engines[n]["speculative"]) for n in names])
     r = np.array([np.asarray(engines[n]["t_k"], float) / engines[n]["t_k"][0] for n in names])
+    speedup = speculative / plain
 
     with axes_or_own_figure(axes, 1, 2, figsize=(11, 0.6 * len(names) + 2.2)) as axes:
         ax_speed, ax_r = axes
         y = np.arange(len(names))
         ax_speed.barh(y - 0.2, plain, 0.4, color="#8c959f", label="plain")
         bars = ax_speed.barh(y + 0.2, speculative, 0.4, color="#1a7f37", label="speculative")
-        ax_speed.bar_label(
-            bars, [f"{s:.2f}×" for s in speculative / plain], fontsize="small", padding=2
-        )
+        ax_speed.bar_label(bars, [f"{s:.2f}×" for s in speedup], fontsize="small", padding=2)
         ax_speed.set_yticks(y, names)
         ax_speed.invert_yaxis()
         ax_speed.set_xlim(0, max(plain.max(), speculative.max()) * 1.2)
@@ -148,7 +138,7 @@ def plot_engines(engines: dict[str, dict[str, Any]], *, axes: Sequence[Any] | No
         ax_r.set(xlabel="tokens per forward k", ylabel="r(k) = t(k) / t(1)")
         ax_r.set_xticks(ks, [str(k) for k in ks])
         ax_r.legend(fontsize="small")
-    return EnginePlot(names, plain, speculative, speculative / plain, ks, r)
+    return EnginePlot(names, plain, speculative, speedup, ks, r)
 
 
 def greedy_loop_note(training_log: str | Path | None = None) -> str:

@@ -1,9 +1,6 @@
 """Matplotlib plumbing the plots share: whose figure they draw on, and plain log-axis labels.
 
-`axes_or_own_figure` is the rule every plot here follows: draw onto the axes the caller gives
-(the caller owns and shows the figure), or onto a new figure that is closed before returning.
-`plain_log_ticks(ax)` labels log axes with plain numbers. Both import matplotlib only when
-called, so importing `display` does not load it.
+Both import matplotlib only when called, so importing `display` does not load it.
 """
 
 from __future__ import annotations
@@ -18,11 +15,7 @@ import numpy as np
 @contextmanager
 def axes_or_own_figure(axes: Any, *subplots_args: Any, **subplots_kw: Any) -> Iterator[Any]:
     """Yield `axes` (one axes or a sequence of them) if the caller gave them; else the axes of
-    a new figure, `plt.subplots(*subplots_args, **subplots_kw)`, closed when the block ends.
-
-        with axes_or_own_figure(ax, figsize=(6, 3)) as ax:
-            ax.plot(...)
-    """
+    a new figure, `plt.subplots(*subplots_args, **subplots_kw)`, closed when the block ends."""
     if axes is not None:
         yield axes
         return

@@ -1,11 +1,4 @@
-"""Distributions and TV: an empirical law against the exact one, and TV against sample size.
-
-`plot_law` draws an empirical distribution against the exact law; `prefix_tv` and
-`plot_tv_vs_n` give the total variation (TV) distance against the sample size with its 1/√N
-bound. The plots draw onto the `ax` they are given (the caller owns and shows the figure), or
-onto a new figure that is closed before returning, and they return the plotted numbers so
-notebooks assert on data, not pixels.
-"""
+"""Distributions and TV: an empirical law against the exact one, and TV against sample size."""
 
 from __future__ import annotations
 
@@ -37,11 +30,7 @@ def plot_law(
     labels: Sequence[str] | None = None,
     title: str | None = None,
 ) -> LawPlot:
-    """Bars of an empirical distribution next to the exact law over the same outcomes.
-
-    exact, empirical: (k,) probabilities. Draws onto `ax` if given (the caller shows the figure);
-    otherwise onto a new figure that is closed before returning.
-    """
+    """Bars of an empirical distribution next to the exact law. exact, empirical: (k,)."""
     exact = np.asarray(exact, dtype=float)
     empirical = np.asarray(empirical, dtype=float)
     if exact.shape != empirical.shape or exact.ndim != 1:
@@ -62,10 +51,7 @@ def plot_law(
 
 
 def prefix_tv(outcomes: Sequence[int] | np.ndarray, exact: Sequence[float], ns: Iterable[int]):
-    """TV between the law of the first n outcomes and `exact`, for each n in `ns`.
-
-    outcomes: (N,) integer outcomes in [0, k); exact: (k,). Returns a float array, one per n.
-    """
+    """TV between the law of the first n outcomes (N,) in [0, k) and `exact` (k,), per n in `ns`."""
     outcomes = np.asarray(outcomes, dtype=np.int64)
     exact = np.asarray(exact, dtype=float)
     ns = [int(n) for n in ns]
@@ -96,11 +82,8 @@ def plot_tv_vs_n(
     n_outcomes: int,
     ax: Any = None,
 ) -> TVPlot:
-    """TV against the number of samples on log-log axes, with the bound `stats.tv_tolerance`.
-
-    The bound √((k ln 2 + ln(1/δ)) / (2N)) is the TV a correct sampler stays below with
-    probability ≥ 1 − δ; a broken sampler's TV levels off at its true distance and crosses it.
-    """
+    """TV against the number of samples on log-log axes, with the bound `stats.tv_tolerance`
+    that a correct sampler stays below; a broken sampler's TV levels off and crosses it."""
     ns = np.asarray(ns, dtype=float)
     curves = {name: np.asarray(tv, dtype=float) for name, tv in curves.items()}
     for name, tv in curves.items():

@@ -1,13 +1,7 @@
-"""Pictures of the mechanism: one speculative step, a cache rollback, a token tree.
+"""Pictures of the mechanism: one speculative step (`plot_step`), a step's cache rollback
+(`CacheWatch`, `plot_rollback`), and a token tree beside its ancestry mask (`plot_tree`).
 
-- `plot_step(step)` draws one speculative step from its `decoding.Step` record: the γ drafts,
-  the ONE target call over γ+1 positions, the verdict on each draft, and the tokens it emits.
-- `CacheWatch(session)` records a session's cache length around every `crop`; `plot_rollback`
-  draws the caches before and after a step's rollback from those records.
-- `plot_tree(tree)` draws a token tree (`tree.TokenTree`) beside its ancestry mask.
-
-Each draws onto the axes it is given, or onto a new figure that is closed before returning, and
-returns a record of what it drew. The cells use the trace's colours (`COLOURS`).
+Each returns a record of what it drew; the cells use the trace's colours (`COLOURS`).
 """
 
 from __future__ import annotations
@@ -31,24 +25,18 @@ COLOURS = {  # the trace's colours, for the pictures
 _DRAFTED = "#fff8c5"  # a drafted token before the verdict
 _CACHED = "#dafbe1"  # a position held in a KV cache
 _CROPPED = "#ffebe9"  # a position a rollback removes
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 
 
 def _box(ax: Any, x: float, y: float, text: str, face: str, edge: str = "#57606a", **kw) -> Any:
     """A token cell centred on (x, y), one unit wide; returns the patch."""
     from matplotlib.patches import FancyBboxPatch
 
-    gid = kw.pop("gid", None)
+    line = {"linestyle": kw.pop("linestyle", "-"), "linewidth": kw.pop("linewidth", 1.0)}
     patch = FancyBboxPatch(
-        (x - 0.42, y - 0.3),
-        0.84,
-        0.6,
-        boxstyle="round,pad=0.02",
-        facecolor=face,
-        edgecolor=edge,
-        linestyle=kw.pop("linestyle", "-"),
-        linewidth=kw.pop("linewidth", 1.0),
+        (x - 0.42, y - 0.3), 0.84, 0.6, boxstyle="round,pad=0.02", fc=face, ec=edge, **line
     )
-    patch.set_gid(gid)
+    patch.set_gid(kw.pop("gid", None))
     ax.add_patch(patch)
     ax.text(x, y, text, ha="center", va="center", fontsize=kw.pop("fontsize", "small"), **kw)
     return patch
@@ -60,18 +48,12 @@ def _short(text: str, width: int = 8) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _subscript(number: int) -> str:
-    return str(number).translate(str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉"))
-
-
 def _as_list(values: Any) -> list:
     """`values.tolist()` for a tensor or an array, `list(values)` otherwise."""
     return values.tolist() if hasattr(values, "tolist") else list(values)
 
 
-# --------------------------------------------------------------------------------------------
-# One step
-# --------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------- one step
 
 
 @dataclass
@@ -116,8 +98,7 @@ def plot_step(
     on each draft (kept, rejected, or never examined after a rejection), with min(1, p/q) if
     `accept_probs` (γ,) gives it; 4. the tokens the step emits: the kept drafts, then the
     target's correction at the rejected position or its bonus token after the last draft.
-    `context`: the last few accepted token ids, shown before the drafts. Draws onto `ax` if
-    given, else onto a new figure that is closed before returning.
+    `context`: the last few accepted token ids, shown before the drafts.
     """
     decode = decode if decode is not None else str
     drawn = _step_record(step, accept_probs)
@@ -132,10 +113,8 @@ def plot_step(
         ax.set_xlim(left - 0.2, g + 2.6)
         ax.set_ylim(-0.6, 3.6)
         ax.axis("off")
-        ax.set_title(
-            title or f"one step: {n} of {g} drafts kept, {n + 1} tokens for one target call",
-            fontsize="medium",
-        )
+        title = title or f"one step: {n} of {g} drafts kept, {n + 1} tokens for one target call"
+        ax.set_title(title, fontsize="medium")
     return drawn
 
 
@@ -169,16 +148,10 @@ def _label_step_rows(ax: Any, drawn: StepPlot, left: float) -> None:
 
 def _draw_context(ax: Any, context: Sequence[int], decode: Callable[[int], str]) -> None:
     """The accepted text so far, on the draft row, left of the drafts."""
-    for j, token in enumerate(context):
-        ax.text(
-            j - len(context),
-            _STEP_ROWS["draft"],
-            _short(decode(int(token))),
-            ha="center",
-            va="center",
-            fontsize="small",
-            color="#57606a",
-        )
+    y = _STEP_ROWS["draft"]
+    for x, token in enumerate(context, start=-len(context)):
+        text = _short(decode(int(token)))
+        ax.text(x, y, text, ha="center", va="center", fontsize="small", color="#57606a")
 
 
 def _draw_drafts_and_verdicts(ax: Any, drawn: StepPlot, decode: Callable[[int], str]) -> None:
@@ -188,18 +161,9 @@ def _draw_drafts_and_verdicts(ax: Any, drawn: StepPlot, decode: Callable[[int], 
         _box(ax, i, _STEP_ROWS["draft"], _short(decode(token)), _DRAFTED, gid=f"draft:{i}")
         examined = probs is not None and kind != "discarded"
         text = _VERDICT[kind] + (f"\nP(keep) {min(probs[i], 1.0):.2f}" if examined else "")
-        _box(
-            ax,
-            i,
-            _STEP_ROWS["verdict"],
-            text,
-            "white",
-            COLOURS[kind],
-            color=COLOURS[kind],
-            fontsize="x-small",
-            gid=f"verdict:{i}:{kind}",
-            linewidth=1.5,
-        )
+        colour, gid = COLOURS[kind], f"verdict:{i}:{kind}"
+        style = {"color": colour, "fontsize": "x-small", "linewidth": 1.5}
+        _box(ax, i, _STEP_ROWS["verdict"], text, "white", colour, gid=gid, **style)
 
 
 def _draw_target_call(ax: Any, gamma: int) -> None:
@@ -208,56 +172,28 @@ def _draw_target_call(ax: Any, gamma: int) -> None:
 
     y = _STEP_ROWS["target"]
     call = FancyBboxPatch(
-        (-0.45, y - 0.3),
-        gamma + 0.9,
-        0.6,
-        boxstyle="round,pad=0.02",
-        facecolor="#ddf4ff",
-        edgecolor="#0969da",
+        (-0.45, y - 0.3), gamma + 0.9, 0.6, boxstyle="round,pad=0.02", fc="#ddf4ff", ec="#0969da"
     )
     call.set_gid(f"target-call:{gamma + 1}")
     ax.add_patch(call)
     for i in range(gamma + 1):
-        ax.text(
-            i,
-            y,
-            f"p{_subscript(i + 1)}",
-            ha="center",
-            va="center",
-            fontsize="small",
-            color="#0969da",
-        )
+        label = f"p{str(i + 1).translate(_SUBSCRIPTS)}"
+        ax.text(i, y, label, ha="center", va="center", fontsize="small", color="#0969da")
 
 
 def _draw_emitted(ax: Any, drawn: StepPlot, decode: Callable[[int], str]) -> None:
     """Row 4: the tokens the step emits, and where its last one comes from."""
     y = _STEP_ROWS["emit"]
     for col, token, kind in drawn.emitted:
-        _box(
-            ax,
-            col,
-            y,
-            _short(decode(token)),
-            COLOURS[kind],
-            COLOURS[kind],
-            color="white",
-            fontweight="bold",
-            gid=f"emit:{col}:{kind}",
-        )
+        text, colour, gid = _short(decode(token)), COLOURS[kind], f"emit:{col}:{kind}"
+        _box(ax, col, y, text, colour, colour, color="white", fontweight="bold", gid=gid)
     last = drawn.emitted[-1][2]
-    ax.text(
-        drawn.n_accepted + 0.55,
-        y,
-        {"bonus": "bonus: from p at γ+1", "correction": "correction: from the residual"}[last],
-        va="center",
-        fontsize="x-small",
-        color=COLOURS[last],
-    )
+    source = {"bonus": "bonus: from p at γ+1", "correction": "correction: from the residual"}
+    x = drawn.n_accepted + 0.55
+    ax.text(x, y, source[last], va="center", fontsize="x-small", color=COLOURS[last])
 
 
-# --------------------------------------------------------------------------------------------
-# A rollback
-# --------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------- a rollback
 
 
 class CacheWatch:
@@ -336,6 +272,7 @@ def _rollback_record(
     scored = prefix + drafts
     accepted = prefix + drafts[:n] + [int(step.next_token)]
     kind = "bonus" if n == len(drafts) else "correction"
+    new = len(accepted) - 1  # the new token's position
     kept, cropped = {}, {}
     for name, (before, after) in caches.items():
         if not 0 <= after <= before <= len(scored):
@@ -343,43 +280,35 @@ def _rollback_record(
                 f"{name}: cached {before} before and {after} after the crop, with "
                 f"{len(scored)} positions scored: need 0 ≤ after ≤ before ≤ {len(scored)}"
             )
-        if after > len(accepted) - 1:
+        if after > new:
             raise ValueError(
                 f"{name}: the cache keeps {after} positions, but no model has seen the new token: "
-                f"at most {len(accepted) - 1}"
+                f"at most {new}"
             )
         kept[name], cropped[name] = after, list(range(after, before))
-    return RollbackPlot(
-        scored, accepted, dict(caches), kept, cropped, len(accepted) - 1, accepted[-1], kind
-    )
+    return RollbackPlot(scored, accepted, dict(caches), kept, cropped, new, accepted[-1], kind)
 
 
 def _draw_caches(ax: Any, drawn: RollbackPlot, decode: Callable[[int], str]) -> float:
     """Two rows per session, before and after its crop, top down; returns the y below them."""
     y = 0.0
-    for name, (before, after) in drawn.caches.items():
-        for label, cached in (("before the crop", before), ("after the crop", after)):
-            _draw_cache_row(ax, y, drawn, name, label, cached, decode)
+    for name in drawn.caches:
+        for before in (True, False):
+            _draw_cache_row(ax, y, drawn, name, before, decode)
             y -= 1.0
         y -= 0.3
     return y
 
 
 def _draw_cache_row(
-    ax: Any,
-    y: float,
-    drawn: RollbackPlot,
-    name: str,
-    label: str,
-    cached: int,
-    decode: Callable[[int], str],
+    ax: Any, y: float, drawn: RollbackPlot, name: str, before: bool, decode: Callable[[int], str]
 ) -> None:
-    """One session's sequence before or after the crop (`label`), a cell per position."""
-    before = label == "before the crop"
+    """One session's sequence before or after its crop, a cell per position."""
+    label = "before the crop" if before else "after the crop"
+    cached = drawn.caches[name][0 if before else 1]
     seq = drawn.scored if before else drawn.accepted
-    ax.text(
-        -0.8, y, f"{name}, {label}\n(cache: {cached})", ha="right", va="center", fontsize="small"
-    )
+    head = f"{name}, {label}\n(cache: {cached})"
+    ax.text(-0.8, y, head, ha="right", va="center", fontsize="small")
     for i, token in enumerate(seq):
         if i < cached:
             state = "cropped" if before and i >= drawn.kept[name] else "kept"
@@ -388,8 +317,7 @@ def _draw_cache_row(
         else:
             state = "unseen"
         face, edge, style = _cache_cell_style(state, drawn.new_kind)
-        text = _short(decode(token), 6)
-        gid = f"{name}:{label}:{i}:{state}"
+        text, gid = _short(decode(token), 6), f"{name}:{label}:{i}:{state}"
         _box(ax, i, y, text, face, edge, gid=gid, fontsize="x-small", **style)
 
 
@@ -417,15 +345,11 @@ def _frame_rollback(ax: Any, drawn: RollbackPlot, n_prefix: int, bottom: float) 
     ax.axis("off")
     gamma = len(drawn.scored) - n_prefix  # scored: prefix + γ drafts
     n = drawn.new_position - n_prefix  # accepted: prefix + n drafts + the new token
-    ax.set_title(
-        f"a step that kept {n} of {gamma} drafts (its drafts right of the dotted line)",
-        fontsize="medium",
-    )
+    title = f"a step that kept {n} of {gamma} drafts (its drafts right of the dotted line)"
+    ax.set_title(title, fontsize="medium")
 
 
-# --------------------------------------------------------------------------------------------
-# A token tree
-# --------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------- a token tree
 
 
 @dataclass
@@ -454,8 +378,7 @@ def plot_tree(
 
     Left: the root (the last accepted token, labelled `root`) and every node i as "i: token",
     one column per depth. Right: the mask the target's one forward uses (`sessions.tree_ancestry`):
-    row i is True at i and its ancestors. `axes`: two axes to draw on, else a new figure that is
-    closed before returning.
+    row i is True at i and its ancestors. `axes`: two axes.
     """
     decode = decode if decode is not None else str
     parents = [int(p) for p in token_tree.parents]
@@ -518,6 +441,8 @@ def _draw_tree(
     root_box = dict(boxstyle="round", fc="#eaeef2", ec="#57606a")
     ax.text(*at[-1], root, ha="center", va="center", fontsize="small", bbox=root_box, zorder=2)
     for i, label in enumerate(drawn.labels):
+        face, colour, ls = (_DRAFTED, "black", "-") if alive[i] else ("white", "#8c959f", "--")
+        box = dict(boxstyle="round", fc=face, ec="#57606a", ls=ls)
         ax.text(
             *at[i],
             label,
@@ -525,13 +450,8 @@ def _draw_tree(
             va="center",
             fontsize="small",
             zorder=2,
-            color="black" if alive[i] else "#8c959f",
-            bbox=dict(
-                boxstyle="round",
-                fc=_DRAFTED if alive[i] else "white",
-                ec="#57606a",
-                ls="-" if alive[i] else "--",
-            ),
+            color=colour,
+            bbox=box,
         )
     deepest = max(drawn.depths, default=0)
     ax.set_xlim(-0.6, deepest + 0.6)

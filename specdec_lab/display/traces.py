@@ -137,8 +137,7 @@ class Trace:
     def _repr_html_(self) -> str:
         return self.html()
 
-    def __str__(self) -> str:
-        return self.plain()
+    __str__ = plain
 
     def __repr__(self) -> str:  # the text/plain fallback of a notebook: short and readable
         counts = ", ".join(f"{k} {n}" for k, n in self.counts().items())

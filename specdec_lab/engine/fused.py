@@ -1,15 +1,12 @@
 """The on-device verifier: the acceptance rule where the probabilities are, with ONE host sync.
 
-`verify.rejection_sample` is the rule as the course teaches it, readable and with Python
-branches. A decoding loop on an accelerator cannot afford a branch on a device value: each one
-is a host sync, which stalls the host until the device has finished every queued kernel.
-`rejection_sample_on_device` is its twin with no branch at all: the same uniforms in the same
-order give the same tokens (tested draw for draw), and the input checks (`value_flags`) are
-computed on the device too. `verify_on_device` is the step's verifier: it brings the outcome,
-the drafted tokens and the check flags to the host together, in the step's one sync, and returns
-a `Verdict` of host integers. `teaching_verifier` wraps any other rule (e.g. the broken ones of
-`proof.broken`) in the same interface, once, so the loop never asks which rule it runs. The
-token tree's verifier (`specdec_lab.tree`) returns the same `Verdict`, from the same checks.
+`verify.rejection_sample` is the rule as the course teaches it, with Python branches. On an
+accelerator each branch on a device value is a host sync, which stalls the host until the device
+has finished every queued kernel. `rejection_sample_on_device` is its twin with no branch: the
+same uniforms in the same order give the same tokens (tested draw for draw). `verify_on_device`
+brings the outcome, the drafts and the input checks (`value_flags`) to the host in the step's one
+sync; `teaching_verifier` wraps any other rule (`proof.broken`) in the same interface. The token
+tree's verifier (`specdec_lab.tree`) returns the same `Verdict`, from the same checks.
 
 Notation of Leviathan et al. 2023 (arXiv:2211.17192): p = target, q = draft, γ = draft length.
 """
@@ -76,12 +73,9 @@ def verify_on_device(
     cfg: SamplingConfig,
     generator: torch.Generator | None = None,
 ) -> Verdict:
-    """One step's verification on the tensors' device, read by ONE host sync.
-
-    Greedy (cfg.greedy): accept while the drafts equal the target's argmax. Otherwise p is
-    processed as the draft's q was (temperature, top-k, top-p) and the rejection rule runs on
-    the device. Raises ValueError, after the sync, for NaN or invalid inputs.
-    """
+    """One step's verification on the tensors' device, read by ONE host sync. Greedy: accept
+    while the drafts equal the target's argmax; else p is processed as q was (temperature,
+    top-k, top-p). Raises ValueError, after the sync, for NaN or invalid inputs."""
     gamma, device = draft_tokens.shape[0], p_logits.device
     if cfg.greedy:
         out = _greedy_verify_on_device(draft_tokens, p_logits)
@@ -120,12 +114,8 @@ def value_flags(
     """Every value check of one verification as four flags, (4,) bool on the device, with no
     host sync: q_probs bad (NaN, inf or negative), p_probs bad, a draft token outside [0, V),
     a draft token of zero draft probability. Draft i came from q_probs[i]: (γ,) and (γ, V) in
-    a chain, (N,) and (N, V) for a tree's nodes, whose empty slots (`alive` (N,) False) are
-    exempt from the last check.
-
-    One pass per tensor (`aminmax`: NaN makes both ends NaN, which fails both comparisons), and
-    the caller reads all four flags with ONE host sync.
-    """
+    a chain, (N,) and (N, V) for a tree, whose empty slots (`alive` False) skip the last check.
+    One pass per tensor (`aminmax`: NaN makes both ends NaN, which fails both comparisons)."""
     device, vocab = p_probs.device, p_probs.shape[1]
 
     def bad(probs: torch.Tensor) -> torch.Tensor:
@@ -168,18 +158,13 @@ def rejection_sample_on_device(
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The acceptance rule with no host sync and no checks: (n, next_token), both 0-d tensors
-    on the device, for a decoding loop that reads them together with everything else it needs
-    in one sync (`verify_on_device`). Shapes as in `verify.rejection_sample`.
-
-    No data-dependent Python branch: the first rejection n is found with an argmax, and the next
-    token is drawn from one row computed for whichever n it is: the residual
-    norm(max(0, p[n] − q[n])) when n < γ, else the bonus p[γ] (the residual with q = 0).
-    """
+    on the device (shapes as in `verify.rejection_sample`). No Python branch: the first rejection
+    n is an argmax, and the next token is drawn from one row computed for whichever n it is:
+    norm(max(0, p[n] − q[n])) if n < γ, else the bonus p[γ]."""
     gamma = draft_tokens.shape[0]
     device, vocab = p_probs.device, p_probs.shape[1]
     x = draft_tokens.to(device).clamp(0, vocab - 1)  # (γ,) clamped: the fused check reports it
-    # All randomness up front, in rejection_sample's order: γ accept coins, then the uniform that
-    # draws the next token.
+    # All randomness up front, in rejection_sample's order: γ coins, then the next token's uniform.
     coins = rand(gamma, generator=generator, device=device)  # (γ,)
     u = uniforms(1, generator, device)  # (1, 1)
     idx = torch.arange(gamma, device=device)
@@ -196,11 +181,9 @@ def rejection_sample_on_device(
     else:
         residual = p_n.clamp_min(0)
     mass = residual.sum()
-    # residual_distribution's guard: no residual mass (p == q) means sampling from p itself. The
-    # residual is then all zeros, so adding p·1 gives p; otherwise adding p·0 changes nothing.
+    # residual_distribution's guard: no residual mass (p == q) means sampling from p: add p·1.
     weights = residual.addcmul_(p_n, (mass <= 0).to(p_n.dtype))  # (V,)
-    # Normalise as rejection_sample does (so both draw the same token from the same uniform):
-    # by the residual's mass, by p's after the guard, and not at all for the bonus row p[γ].
+    # Normalise as rejection_sample does (the same token from the same uniform); not the bonus.
     weights = weights / torch.where(n == gamma, 1.0, torch.where(mass > 0, mass, p_n.sum()))
     token = inverse_cdf(weights[None].cumsum(-1, dtype=cdf_dtype(device)), u)[0]  # 0-d
     return n, token
@@ -208,9 +191,7 @@ def rejection_sample_on_device(
 
 def _greedy_verify_on_device(draft_tokens: torch.Tensor, p_logits: torch.Tensor) -> DeviceOutcome:
     """Greedy verification with no host sync: accept drafts while they equal the target's argmax.
-
-    draft_tokens (γ,), p_logits (γ+1, V): the rule `verify.rejection_sample` reduces to at
-    temperature 0 (one-hot p), without the coins. n and the next token are 0-d."""
+    draft_tokens (γ,), p_logits (γ+1, V); n and the next token are 0-d."""
     best, target_choice = p_logits.max(-1)  # (γ+1,) each: argmax's first-maximum rule
     matches = draft_tokens.to(p_logits.device) == target_choice[:-1]  # (γ,)
     stop = torch.cat([~matches, matches.new_ones(1)])  # (γ+1,) a mismatch, or the end

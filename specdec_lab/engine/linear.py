@@ -1,24 +1,19 @@
 """One linear layer of the lean forward: the model's own weight, or a copy prepacked for oneDNN.
 
-Why this file exists. In float32 on a CPU, `F.linear` calls MKL's sgemm. For one row (k = 1,
-plain decoding) that streams the weight once, at close to the memory's bandwidth. For the few
-rows of a verify forward (k = 2..8) it does not: on the 2-core AMD EPYC of our records a
-3-token forward of SmolLM2-135M took 2.1x a 1-token one, although the same 540 MB of weights
-stream in both and the arithmetic is under a tenth of what one core can do
-(data/results/smollm2-costs-cpu-emulated-bf16.json, from `scripts/smollm2_costs.py`).
+Why. In float32 on a CPU, `F.linear` (MKL's sgemm) streams the weight at close to the memory's
+bandwidth for one row (k = 1, plain decoding), but not for the few rows of a verify forward
+(k = 2..8): on the 2-core AMD EPYC of our records a 3-token forward of SmolLM2-135M took 2.1x a
+1-token one, for the same 540 MB of weights and under a tenth of a core's arithmetic
+(data/results/smollm2-costs-cpu-emulated-bf16.json, from `scripts/smollm2_costs.py`). oneDNN can
+reorder a weight *once* into the blocked layout its small-batch kernel reads, at the price of a
+second copy of it in memory.
 
-torch ships oneDNN as well. oneDNN can reorder a weight *once* into the blocked layout its
-small-batch kernel reads; every call after that streams the packed copy and nothing else. The
-price is memory: the copy is as large as the weight, and the model's own weights stay.
-
-So a `Linear` sends one row to `F.linear`, as before, and two rows or more to the packed copy.
-On that machine a one-token forward through the packed copy took 6-9% longer than through MKL
-(two sweeps, with a training job on the other core), and with the machine quiet a three-token
-forward took 73 ms packed against 118 ms: r(3) = 1.30 against 2.09. It packs where it can: a
-float32 weight on the CPU, in a torch built with oneDNN, in a model of at most 2 GiB of weights
-(`model_packing`), unless `SPECDEC_LAB_PACK=0` is set (=1 lifts the size limit).
-The two paths sum in different orders, so they agree to rounding, not bit for bit
-(tests/engine/test_lean.py, and notebook 05 §4c on SmolLM2).
+So a `Linear` sends one row to `F.linear` and two rows or more to the packed copy. On that
+machine a one-token forward through the packed copy took 6-9% longer (two sweeps, a training job
+on the other core); quiet, a three-token one took 73 ms against 118 ms: r(3) = 1.30 against 2.09.
+It packs a float32 weight on the CPU, in a torch built with oneDNN, in a model of at most 2 GiB
+of weights (`model_packing`), unless `SPECDEC_LAB_PACK=0` is set (=1 lifts the size limit). The
+two paths agree to rounding, not bit for bit (tests/engine/test_lean.py, notebook 05 §4c).
 """
 
 from __future__ import annotations

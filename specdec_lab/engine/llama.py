@@ -1,15 +1,12 @@
 """The whole Llama-family model, in one screen: a lean forward over a transformers model's weights.
 
-Why this file exists. A 1M-parameter draft does almost no arithmetic per token, so its forward
-time is set by *overhead*: Python, module dispatch, hooks, mask building, cache bookkeeping.
-The forward below runs the same weights (its RMSNorm is fused) and took 28% to 50% less time
-than transformers' eager forward for the draft's one-token forward on the 2-core CPUs we
-measured (notebook 05 measures it on your machine). In float32 on a CPU each matmul reads a
-copy of its weight prepacked for oneDNN, so that a verify forward of a few tokens costs little
-more than a one-token one (see `linear.py`).
-It keeps its keys and values in a **preallocated KV cache**: rolling back after a rejection
-moves a length pointer and copies nothing (vLLM v1 does the same by not advancing its
-computed-token count; gpt-fast indexes a static cache by position).
+Why. A 1M-parameter draft does almost no arithmetic per token, so its forward time is set by
+*overhead*: Python, module dispatch, hooks, mask building, cache bookkeeping. The forward below
+runs the same weights and took 28% to 50% less time than transformers' eager one for the draft's
+one-token forward on the 2-core CPUs we measured (notebook 05 measures it on your machine). Its
+matmuls go through `linear.Linear`. Its **preallocated KV cache** rolls back by moving a length
+pointer (vLLM v1 does the same by not advancing its computed-token count; gpt-fast indexes a
+static cache by position).
 
 Covered: Llama and SmolLM2 (grouped-query attention, tied embeddings), Qwen2 (q/k/v biases,
 untied head) and Mistral without a sliding window, with the model's own RoPE settings (default,
@@ -67,10 +64,9 @@ def _weights_stamp(model) -> tuple:
 
 
 def _modified(model) -> str | None:
-    """Why the model's forward computes something other than its plain weights, if it does:
-    an adapter (peft), quantised weights, a wrapped projection or a hook. The lean forward reads
-    `.weight` directly, so it would compute the logits of the unmodified model. A model loaded
-    from GGUF carries a quantiser but holds dequantised float weights: that one is exact."""
+    """Why the model's forward computes something other than its plain weights (which the lean
+    forward reads), if it does: an adapter, quantised weights, a wrapped projection or a hook.
+    A model loaded from GGUF carries a quantiser but holds dequantised float weights: exact."""
     if getattr(model, "peft_config", None):
         return "it carries a peft adapter"
     quantization = getattr(model, "hf_quantizer", None) or getattr(
@@ -78,9 +74,8 @@ def _modified(model) -> str | None:
     )
     if quantization is not None and not _dequantised(model, quantization):
         return "its weights are quantised"
-    if torch.nn.modules.module._global_forward_hooks or (
-        torch.nn.modules.module._global_forward_pre_hooks
-    ):
+    nn_module = torch.nn.modules.module
+    if nn_module._global_forward_hooks or nn_module._global_forward_pre_hooks:
         return "a global forward hook is registered"
     for name, module in model.named_modules():
         if module._forward_hooks or module._forward_pre_hooks or hasattr(module, "_hf_hook"):
@@ -91,11 +86,9 @@ def _modified(model) -> str | None:
 
 
 def _dequantised(model, quantization) -> bool:
-    """A GGUF checkpoint whose weights transformers unpacked to plain float tensors on load.
-
-    Its quantiser stays attached, with flags that differ across versions and families
-    (transformers 5.24 leaves `dequantize` False on its llama path, which unpacks every weight),
-    so the weights themselves decide."""
+    """A GGUF checkpoint whose weights transformers unpacked to plain float tensors on load. Its
+    quantiser's flags differ across versions (5.24 leaves `dequantize` False on its llama path,
+    which unpacks every weight), so the weights themselves decide."""
     config = getattr(quantization, "quantization_config", quantization)
     fields = config if isinstance(config, dict) else vars(config)
     method = fields.get("quant_method")
@@ -112,11 +105,9 @@ def _rope_type(config) -> str:
 
 
 class KVCache:
-    """Keys and values of every layer, preallocated: `k`, `v` are (layers, 1, Hkv, capacity, hd).
-
-    Positions [0, length) hold valid entries. `crop` moves `length` back and copies nothing;
-    `reserve` grows the buffers in chunks of `CHUNK` positions when a call needs more. (The 1 is
-    the batch axis: PyTorch's CPU attention kernel is fastest on 4-D inputs.)
+    """Keys and values of every layer, preallocated: `k`, `v` are (layers, 1, Hkv, capacity, hd)
+    (the 1 is the batch axis: PyTorch's CPU attention kernel is fastest on 4-D inputs).
+    Positions [0, length) hold valid entries; `reserve` grows the buffers by `CHUNK` positions.
     """
 
     def __init__(self, layers: int, kv_heads: int, head_dim: int, dtype, device) -> None:
@@ -156,8 +147,7 @@ class KVCache:
 
 @dataclass(frozen=True)
 class Layer:
-    """One decoder layer: its norms' weights (the model's own tensors) and its projections, each a
-    `Linear` over the model's own weight and bias."""
+    """One decoder layer: its norms' weights and its projections (`Linear`s), the model's own."""
 
     attn_norm: torch.Tensor
     q: Linear
@@ -171,21 +161,16 @@ class Layer:
 
 
 class LeanLlama:
-    """A Llama-family forward over `model`'s parameters and a preallocated `KVCache`.
-
-    `packed` (None: where `linear.model_packing` and `linear.can_pack` say so) gives each
-    projection and the LM head a copy prepacked for oneDNN; False reads the model's own weights
-    alone, with no copy.
-    """
+    """A Llama-family forward over `model`'s parameters and a preallocated `KVCache`. `packed`
+    (None: as `linear.model_packing` and `linear.can_pack` say) gives each projection and the LM
+    head a copy prepacked for oneDNN; False reads the model's own weights alone."""
 
     def __init__(self, model, packed: bool | None = None) -> None:
         if (why := lean_support(model)) is not None:
             raise ValueError(f"{why}; use runtime='hf' for this model")
         c = model.config
-        self.heads, self.kv_heads = (
-            c.num_attention_heads,
-            c.num_key_value_heads or c.num_attention_heads,
-        )
+        self.heads = c.num_attention_heads
+        self.kv_heads = c.num_key_value_heads or c.num_attention_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         self.eps = c.rms_norm_eps
         self.scale = self.head_dim**-0.5
@@ -217,10 +202,9 @@ class LeanLlama:
 
     @classmethod
     def of(cls, model) -> LeanLlama:
-        """`model`'s lean forward, built once and reused while the model's weights stay the same
-        tensors at the same version: packing copies every weight, and a session is opened per
-        generate call. A training step or a `.to()` changes the stamp, and it is rebuilt. It
-        holds the model's tensors, not the model, so it goes when the model goes."""
+        """`model`'s lean forward, built once (packing copies every weight) and reused while the
+        model's weights stay the same tensors at the same version (a training step or a `.to()`
+        rebuilds it). It holds the model's tensors, not the model: it goes when the model goes."""
         if (why := lean_support(model)) is not None:
             raise ValueError(f"{why}; use runtime='hf' for this model")
         lean = _BUILT.get(model)
@@ -244,11 +228,8 @@ class LeanLlama:
         allowed: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Feed `tokens` (k,) after the cache's L entries; return the final hidden states (k, d).
-
-        By default token i sits at position L + i and sees the cache and tokens 0..i (causal).
-        A token tree passes its own `positions` (k,) and `allowed` (k, L + k): which cache and
-        new entries each token may attend to.
-        """
+        Token i sits at position L + i and sees the cache and tokens 0..i, unless a token tree
+        passes its own `positions` (k,) and `allowed` (k, L + k)."""
         k, start = tokens.shape[0], cache.length
         end = start + k
         cache.reserve(end)
@@ -303,13 +284,10 @@ class LeanLlama:
 
 def chain_mask(k: int, end: int, device: torch.device, dtype: torch.dtype):
     """What k new tokens after `end - k` cached ones may attend to: token i sees entries
-    0 .. end - k + i, a causal mask aligned to the bottom right.
-
-    On CUDA in float16/bfloat16 it is `causal_lower_right`, which SDPA serves with its fused
-    kernels (flash attention takes it; an explicit mask would send SDPA to its math kernel, which
-    upcasts to float32 and expands K/V for grouped-query attention). Elsewhere an explicit
-    boolean mask (k, end). Token trees pass their own mask (`allowed`) and keep the math kernel.
-    """
+    0 .. end - k + i, a causal mask aligned to the bottom right. On CUDA in float16/bfloat16 it
+    is `causal_lower_right`, which SDPA serves with its fused kernels (an explicit mask would
+    send it to its math kernel, which upcasts to float32 and expands K/V for grouped-query
+    attention); elsewhere an explicit boolean mask (k, end)."""
     if device.type == "cuda" and dtype in (torch.float16, torch.bfloat16):
         return causal_lower_right(k, end)
     return torch.ones(k, end, dtype=torch.bool, device=device).tril(end - k)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 
 LOGIT_SCALES: dict[str, tuple[str, bool]] = {
-    # model_type: (config field, divide?), as each family's ForCausalLM.forward applies it after
-    # the LM head (read in transformers 5.x, models/<family>/modeling_<family>.py).
+    # Families whose forward scales the logits after the LM head: model_type: (config field,
+    # divide?), as each ForCausalLM.forward applies it (transformers 5.x, modeling_<family>.py).
     "cohere": ("logit_scale", False),  # logits * self.logit_scale
     "cohere2": ("logit_scale", False),
     "cohere2_moe": ("logit_scale", False),
@@ -22,26 +22,16 @@ LOGIT_SCALES: dict[str, tuple[str, bool]] = {
     "hyperclovax": ("logits_scaling", False),  # multiplies by the field Granite divides by
     "falcon_h1": ("lm_head_multiplier", False),
 }
-"""Families whose forward scales the logits after the LM head; see `output_logits`."""
 
 
 def output_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """The logits `model`'s forward computes from its final (normalised) hidden states.
-
-    hidden: (..., d) -> (..., V'), V' the width of the output embedding. The LM head alone,
-    `model.get_output_embeddings()(hidden)`, is Llama's rule, but some families change the
-    logits after it inside `forward`, and a path that applies the head by hand (a draft head, a
-    hidden-state session) must do the same or it scores a different distribution:
-
-    - a scale (`LOGIT_SCALES`): Cohere multiplies by `config.logit_scale`, Granite divides by
-      `config.logits_scaling`;
-    - then soft-capping, `tanh(x / cap) · cap` with `config.final_logit_softcapping`
-      (Gemma-2, Gemma-3), in the logits' own dtype as their forward does.
-
-    A family outside `LOGIT_SCALES` whose config sets one of those scale fields raises
-    ValueError: what its forward does with it is unknown here (MPT, e.g., ignores its
-    `logit_scale`), and a silently different distribution is worse than an error.
-    """
+    hidden: (..., d) -> (..., V'), V' the width of the output embedding. After the LM head: a
+    scale (`LOGIT_SCALES`: Cohere multiplies by `config.logit_scale`, Granite divides by
+    `config.logits_scaling`), then soft-capping, `tanh(x / cap) · cap` with
+    `config.final_logit_softcapping` (Gemma-2, Gemma-3), in the logits' own dtype. A family
+    outside `LOGIT_SCALES` whose config sets one of those scale fields raises ValueError: a
+    silently different distribution is worse than an error."""
     config = model.config
     logits = model.get_output_embeddings()(hidden)
     kind = getattr(config, "model_type", None)

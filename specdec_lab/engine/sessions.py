@@ -39,15 +39,12 @@ class Session(Protocol):
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
         """Next-token scores for the positions of `ids` (L,) not seen yet: (L - cached, V), or
         only for the `last` of them: (last, V)."""
-        ...
 
     def crop(self, length: int) -> None:
         """Forget everything after the first `length` tokens."""
-        ...
 
     def reserve(self, positions: int) -> None:
         """A call will hold at most `positions` tokens: preallocate the cache if it can."""
-        ...
 
 
 DEFAULT_RUNTIME = "auto"  # lean where it covers the model, transformers' forward elsewhere
@@ -66,19 +63,13 @@ class _SessionBase:
         self._seen = torch.empty(0, dtype=torch.long)  # the ids they came from (first `cached`)
 
     def _new_tokens(self, ids: torch.Tensor) -> torch.Tensor:
-        """The unseen tail of `ids`, after checking that its head is what the cache holds.
-
-        The check compares token ids on the CPU; on an accelerator it would cost a host sync
-        per forward, so there the decoding loops' own bookkeeping is trusted.
-        """
+        """The unseen tail of `ids`, after checking that its head is what the cache holds (on the
+        CPU only: on an accelerator the check would cost a host sync per forward)."""
         if ids.shape[0] <= self.cached:
             raise ValueError(f"nothing new to score: {ids.shape[0]} ids, {self.cached} cached")
         seen = self._seen[: self.cached]
-        if (
-            ids.device.type == "cpu"
-            and seen.device == ids.device
-            and not torch.equal(ids[: self.cached], seen)
-        ):
+        on_host = ids.device.type == "cpu" and seen.device == ids.device
+        if on_host and not torch.equal(ids[: self.cached], seen):
             raise ValueError(
                 f"the first {self.cached} ids differ from the ones this session's cache holds: "
                 "crop the session to the common prefix (or open a new one) before scoring "
@@ -97,7 +88,7 @@ class _SessionBase:
         self.cached = min(self.cached, length)
 
     def reserve(self, positions: int) -> None:
-        """Only the lean runtime preallocates; the others grow as they go."""
+        """Only the lean runtime preallocates."""
 
     def keep_branch(self, nodes: list[int]) -> None:
         """A tree step accepted `nodes` (root to leaf). This session dropped the tree after
@@ -109,10 +100,11 @@ class _SessionBase:
             self.clock = env.RegionTimer(self.device)
         return self.clock.start()
 
-    def _count(self, started) -> None:
-        """Book one forward that `_start` began."""
+    def _count(self, started, cached: int) -> None:
+        """Book one forward that `_start` began, after which `cached` tokens are consumed."""
         self.calls += 1
         self.clock.stop(started)
+        self.cached = cached
 
     @property
     def seconds(self) -> float:
@@ -132,19 +124,15 @@ class MockSession(_SessionBase):
         t0 = self._start()
         first = ids.shape[0] - last if last else self.cached
         out = self.model.logits(ids)[first:, : self.vocab_size]  # (L - cached or last, V)
-        self._count(t0)
-        self.cached = ids.shape[0]
+        self._count(t0, ids.shape[0])
         return out
 
     def tree_logits(
         self, ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int]
     ) -> torch.Tensor:
-        """Scores after `ids` and after every node of a token tree hanging below ids[-1].
-
-        tree_tokens: (N,); parents[i] is the index of node i's parent, or -1 for a child of the
-        root (the last token of `ids`); parents come before children. Returns (1 + N, V): row 0
-        scores the token after `ids`, row 1 + i the token after node i's path. One "forward".
-        """
+        """Scores after `ids` and after every node of a token tree hanging below ids[-1]:
+        tree_tokens (N,), parents[i] node i's parent (-1: the root, ids[-1]), parents before
+        children. Returns (1 + N, V): row 0 after `ids`, row 1 + i after node i's path."""
         self._tree_tail(ids)
         t0 = self._start()
         length, n = ids.shape[0], len(parents)
@@ -154,17 +142,13 @@ class MockSession(_SessionBase):
             branch = tree_branch(parents, leaf)  # node indices, root to leaf
             scores = self.model.logits(torch.cat([ids, tree_tokens[branch]]))  # (L + d, V)
             rows[[0, *[1 + i for i in branch]]] = scores[length - 1 :, : self.vocab_size]
-        self._count(t0)
-        self.cached = length
+        self._count(t0, length)
         return rows  # (1 + N, V)
 
 
 class HFSession(_SessionBase):
-    """A transformers causal LM with a `DynamicCache` that can be rolled back.
-
-    With `keep_hidden=True` the session also keeps the final (normalised) hidden state of every
-    position it has consumed in `self.hidden` (cached, d): a draft head reads them for free.
-    """
+    """A transformers causal LM with a `DynamicCache` that can be rolled back. `keep_hidden`:
+    also keep the final (normalised) hidden states, `self.hidden` (cached, d), for a draft head."""
 
     runtime = "hf"
 
@@ -190,20 +174,16 @@ class HFSession(_SessionBase):
         new = self._new_tokens(ids).to(self.device)  # (k,)
         t0 = self._start()
         out = self._forward(new[None], logits_to_keep=last or 0)  # (k or last, V)
-        self._count(t0)
-        self.cached = ids.shape[0]
+        self._count(t0, ids.shape[0])
         return out
 
     @torch.inference_mode()
     def tree_logits(
         self, ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int]
     ) -> torch.Tensor:
-        """One forward over the unseen tail of `ids` and a whole token tree (see MockSession).
-
-        The tree attention mask lets each node see the cache, the tail and its own ancestors
-        only; position ids place each node at its depth. The tree's cache entries are dropped
-        afterwards (the accepted branch is re-fed with the next forward): correctness first.
-        """
+        """One forward over the unseen tail of `ids` and a whole token tree (see MockSession):
+        each node sees the sequence and its own ancestors, at its depth. The tree's cache entries
+        are dropped afterwards (the accepted branch is re-fed with the next forward)."""
         tail = self._tree_tail(ids)  # (t,)
         t, n, past = tail.shape[0], len(parents), self.cached
         depth = tree_depths(parents)  # (N,) 1 for a child of the root
@@ -220,36 +200,27 @@ class HFSession(_SessionBase):
             attention_mask=mask[None, None].to(self.device, non_blocking=True),
             position_ids=positions[None].to(self.device, non_blocking=True),
         )  # (t + N, V)
-        self._count(t0)
+        self._count(t0, ids.shape[0])
         self.cache.crop(-n)  # forget the tree; transformers 5.x: a negative count to remove
         self.hidden = self.hidden[: past + t]
-        self.cached = ids.shape[0]
         return out[t - 1 :]  # (1 + N, V)
 
     def _forward(self, input_ids: torch.Tensor, logits_to_keep: int = 0, **kwargs) -> torch.Tensor:
         # transformers 5.x: the cache goes in as `cache=` (`past_key_values` is deprecated).
+        kwargs.update(input_ids=input_ids, cache=self.cache, use_cache=True)
         if not self.keep_hidden:
-            out = self.model(
-                input_ids=input_ids,
-                cache=self.cache,
-                use_cache=True,
-                logits_to_keep=logits_to_keep,
-                **kwargs,
-            )
-            logits = out.logits[0]
+            logits = self.model(**kwargs, logits_to_keep=logits_to_keep).logits[0]
             self._check_cache(input_ids.shape[1])
         else:  # the decoder's last (normalised) hidden state, then the LM head by hand
-            h = self.model.get_decoder()(
-                input_ids=input_ids, cache=self.cache, use_cache=True, **kwargs
-            ).last_hidden_state[0]  # (k, d)
+            h = self.model.get_decoder()(**kwargs).last_hidden_state[0]  # (k, d)
             self.hidden = torch.cat([self.hidden, h.float()])
             self._check_cache(input_ids.shape[1])
             logits = output_logits(self.model, h[-logits_to_keep:])
         return logits[:, : self.vocab_size].float()  # (k, V), on the model's device
 
     def _check_cache(self, fed: int) -> None:
-        """The cache must hold what was fed: a forward that ignored it would rescore the new
-        tokens without their prefix, silently. Host integers only (tensor shapes): no sync."""
+        """The cache must hold what was fed (a forward that ignored it would rescore the new
+        tokens without their prefix, silently). Host integers only: no sync."""
         if any(layer.is_sliding for layer in self.cache.layers):
             return  # a sliding window keeps what it keeps
         expected = self.cached + fed
@@ -268,12 +239,9 @@ class HFSession(_SessionBase):
 
 
 class LeanSession(_SessionBase):
-    """A Llama-family model run by our own lean forward (`specdec_lab.engine.llama`).
-
-    Same interface as `HFSession`; the KV cache is preallocated, so `crop` moves a pointer.
-    A token tree's entries stay in the cache: `keep_branch` keeps the accepted branch's keys and
-    values (no re-feed), and growing a tree one level at a time feeds only the new level.
-    """
+    """A Llama-family model run by our own lean forward (`specdec_lab.engine.llama`): as
+    `HFSession`, but `crop` moves a pointer, and a token tree's entries stay in the cache (a tree
+    grown level by level feeds each level once; `keep_branch` keeps the accepted branch's)."""
 
     runtime = "lean"
 
@@ -301,12 +269,10 @@ class LeanSession(_SessionBase):
         return self._hidden[: self.cached]
 
     def reserve(self, positions: int) -> None:
-        """Preallocate the cache for a call that will hold `positions` tokens at most."""
         self.cache.reserve(positions)
 
     @torch.inference_mode()
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
-        """Scores for the unseen positions of `ids`, or only for the `last` of them."""
         new = self._new_tokens(ids).to(self.device)  # (k,)
         self._drop_tree()
         t0 = self._start()
@@ -314,17 +280,15 @@ class LeanSession(_SessionBase):
         if self.keep_hidden:
             self._keep_hidden(h)
         out = self.lean.logits(h[-last:] if last else h, self.vocab_size).float()
-        self._count(t0)
-        self.cached = ids.shape[0]
+        self._count(t0, ids.shape[0])
         return out  # (k or last, V)
 
     @torch.inference_mode()
     def tree_logits(
         self, ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int]
     ) -> torch.Tensor:
-        """Scores after `ids` and after every node of a token tree below ids[-1] (see
-        `MockSession.tree_logits`): (1 + N, V). Feeds the unseen tail of `ids` and only the
-        nodes not already in the cache, so a tree grown level by level feeds each level once."""
+        """As `MockSession.tree_logits`, feeding the unseen tail of `ids` and only the nodes not
+        already in the cache."""
         n, fed = len(parents), self.tree_fed
         if fed and (self.cached != ids.shape[0] or n < fed):
             self._drop_tree()  # a different tree: start again
@@ -344,9 +308,9 @@ class LeanSession(_SessionBase):
             allowed.to(self.device, non_blocking=True),  # the tree's shape: no wait
         )  # (t + n - fed, d)
         rows = self.lean.logits(h[max(t - 1, 0) :], self.vocab_size).float()
-        self._count(t0)
+        self._count(t0, prefix)
         self.tree_rows = torch.cat([self.tree_rows[: 1 + fed] if fed else rows[:0], rows])
-        self.cached, self.tree_fed, self.tree_tokens = prefix, n, tree_tokens
+        self.tree_fed, self.tree_tokens = n, tree_tokens
         return self.tree_rows  # (1 + N, V)
 
     def keep_branch(self, nodes: list[int]) -> None:
@@ -431,13 +395,9 @@ def vocab_size_of(model) -> int:
 
 
 def max_positions(model) -> int | None:
-    """The most positions (prompt + generated tokens) `model` takes; None if it sets no limit.
-
-    GPT-2's learned position table has `n_positions` rows: one more position is an IndexError
-    (on CUDA, a device-side assert that kills the process). Rotary models (Llama, Qwen2,
-    GPT-NeoX) compute past `max_position_embeddings` but were never trained there. A mock model,
-    or anything without a `config`, sets no limit.
-    """
+    """The most positions (prompt + generated tokens) `model` takes; None if it sets no limit
+    (a mock model). Past it GPT-2's position table raises an IndexError (on CUDA, a device-side
+    assert that kills the process); rotary models compute, but were never trained there."""
     config = getattr(model, "config", None)
     limit = getattr(config, "max_position_embeddings", None)  # GPT-2 maps it to n_positions
     return int(limit) if limit else None
@@ -447,12 +407,10 @@ def open_session(
     model, vocab_size: int | None = None, runtime: str = DEFAULT_RUNTIME, keep_hidden: bool = False
 ) -> Session:
     """Wrap `model` in the right session type. `vocab_size` restricts the scored vocabulary.
-
     runtime: `DEFAULT_RUNTIME` runs a transformers model with our lean forward where it covers
-    the model (`specdec_lab.engine.llama.lean_support`) and with transformers' own forward
-    elsewhere; "lean" insists (ValueError naming the family if not covered); "hf" keeps
-    transformers' eager path. A session passed in is returned as it is (e.g. one shared with a
-    draft head), if it runs on the runtime asked for (a mock model's runs on any).
+    the model (`llama.lean_support`), else with transformers' own; "lean" insists (ValueError
+    naming the family), "hf" keeps transformers' eager path. A session passed in is returned as
+    it is (e.g. one shared with a draft head), if it runs on the runtime asked for.
     """
     if runtime not in RUNTIMES:
         raise ValueError(f"runtime must be one of {RUNTIMES}, got {runtime!r}")

@@ -32,11 +32,10 @@ def overlap_table(
     lambdas: Sequence[float],
     progress: bool = True,
 ) -> dict[str, dict[str, np.ndarray]]:
-    """Per domain and window: the mean α of each draft at each temperature, shape
-    (n_windows, len(temperatures)) under the draft's name. For the draft named "draft" at T = 1
-    also: "uniform" (α of a uniform draft), "mixture" (α of λ·p + (1 − λ)·q for each λ in
-    `lambdas`), "entropy" (mean entropy of p, nats) and "positions" ((n_windows·L, 2): every
-    position's entropy of p and α)."""
+    """Per domain: each draft's mean α per window and temperature, (n_windows, len(temperatures)).
+    For the draft named "draft" at T = 1 also: "uniform" (α of a uniform draft), "mixture" (α of
+    λ·p + (1 − λ)·q for each λ in `lambdas`), "entropy" (mean entropy of p, nats) and "positions"
+    ((n_windows·L, 2): every position's entropy of p and α)."""
     vocab = pair.vocab_size
     table: dict[str, dict[str, list]] = {d: {name: [] for name in drafts} for d in windows}
     for domain, ws in windows.items():

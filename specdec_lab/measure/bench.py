@@ -1,25 +1,16 @@
 """`python -m specdec_lab bench`: speculative vs autoregressive vs HF assisted generation.
 
-Everything is measured side by side in one run, on the same pair and prompts, and quoted as the
-fastest of its repeats (a repeat can only be slowed down by other load, see `measure.timing`):
-for each runtime (our lean forward and transformers' eager forward, see `specdec_lab.engine.sessions`), our
-autoregressive decoding and speculative decoding at every γ, greedy and sampled (T = 0.7 and
-1.0, seeded per prompt, every γ, so each temperature has its own best γ); then transformers' own
-generate and assisted generation, and the other drafting methods on the default runtime. Next to
-each measured speedup stands Leviathan's prediction (1 − α^(γ+1)) / ((1 − α)(γc + 1)) from the α
-and c measured in the same run. Each row also gets its per-prompt spread (min / median / max
-speedup over the prompts) and the repeated-4-gram fraction of its outputs (how loopy the text
-is: loops are easy to draft).
+Every method runs side by side on the same pair and prompts, each quoted as the fastest of its
+repeats (`measure.timing`): our autoregressive and speculative decoding at every γ, greedy and
+sampled (T = 0.7 and 1.0, seeded per prompt), on each runtime (`engine.sessions`); transformers'
+generate and assisted generation; the other drafting methods. Next to each measured speedup
+stands Leviathan's prediction (1 − α^(γ+1)) / ((1 − α)(γc + 1)) from the same run's α and c,
+with the per-prompt spread and the repeated-4-gram fraction of the outputs (loops draft easily).
 
-The bench runs in four stages: `plan` lists the methods as data (`Method`, in `bench_plan`),
-`run_methods` times each one, `derive` turns the timed runs into `Row`s (α, c, speedups,
-predictions), and `format_table` / `markdown_table` print them (in `bench_report`). `run_bench`
-chains the first three; this module keeps the running and the deriving, and reads as the whole
-bench: the names the command line and the scripts use are all here.
-
-Greedy speculative output equals autoregressive output up to numerics: the bench asserts it in
-float32 and, in reduced precision, records and prints how many outputs differ. The JSON record
-(with the machine it ran on) goes to data/results/.
+Stages: `plan` lists the methods (`bench_plan`), `run_methods` times them, `derive` turns the
+timed runs into `Row`s, and `bench_report` prints them; `run_bench` chains the first three.
+Greedy speculative output equals autoregressive output up to numerics: asserted in float32,
+counted in reduced precision. The JSON record goes to data/results/.
 """
 
 from __future__ import annotations
@@ -66,22 +57,14 @@ MAX_TREE_NODES = 15  # the tree row's shape is chosen up to this size from the v
 
 
 def repeated_ngram_fraction(tokens: Sequence[int], n: int = 4) -> float:
-    """The fraction of the n-grams of `tokens` that repeat an n-gram starting earlier.
-
-    A measure of looping: 0 for text with no repeated n-gram, close to 1 for a short cycle
-    repeated many times. NaN when `tokens` is shorter than n (there is no n-gram).
-    """
+    """The fraction of the n-grams of `tokens` that repeat an n-gram starting earlier: 0 for text
+    with no repeat, close to 1 for a short cycle repeated many times; NaN with no n-gram."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
     if not grams:
         return float("nan")
-    seen: set[tuple[int, ...]] = set()
-    repeats = 0
-    for gram in grams:
-        repeats += gram in seen
-        seen.add(gram)
-    return repeats / len(grams)
+    return (len(grams) - len(set(grams))) / len(grams)
 
 
 # ------------------------------------------------------------------------------------------- run
@@ -89,42 +72,24 @@ def repeated_ngram_fraction(tokens: Sequence[int], n: int = 4) -> float:
 Run = Callable[[torch.Tensor, int], tuple[int, Any]]
 
 
-def _run_autoregressive(
+def _run_ours(
     pair: Pair, method: Method, cfg: BenchConfig, ids: torch.Tensor, i: int
 ) -> tuple[int, decoding.Generation]:
-    """Our autoregressive decoding of prompt i, sampling from a generator seeded seed + i."""
+    """Our decoding of prompt i, sampling from a generator seeded seed + i; a chain or a tree
+    drafts with a fresh (target, drafter)."""
     gen = torch.Generator().manual_seed(cfg.seed + i)
-    out = decoding.autoregressive_generate(
-        pair.target,
-        ids,
-        cfg.max_new_tokens,
-        temperature=method.temperature,
-        generator=gen,
-        vocab_size=pair.vocab_size,
-        runtime=method.runtime,
-    )
-    return out.stats.new_tokens, out
-
-
-def _run_drafted(
-    pair: Pair, method: Method, cfg: BenchConfig, ids: torch.Tensor, i: int
-) -> tuple[int, decoding.Generation]:
-    """Our speculative (or tree) decoding of prompt i with a fresh (target, drafter)."""
-    session, drafter = method.make(pair, method.runtime)
-    if method.kind is Kind.TREE:
-        generate, shape = tree.tree_speculative_generate, method.branching
+    kw = dict(temperature=method.temperature, generator=gen, vocab_size=pair.vocab_size)
+    if method.kind is Kind.AUTOREGRESSIVE:
+        out = decoding.autoregressive_generate(
+            pair.target, ids, cfg.max_new_tokens, runtime=method.runtime, **kw
+        )
     else:
-        generate, shape = decoding.speculative_generate, method.gamma
-    out = generate(
-        session,
-        drafter,
-        ids,
-        cfg.max_new_tokens,
-        shape,
-        temperature=method.temperature,
-        generator=torch.Generator().manual_seed(cfg.seed + i),
-        vocab_size=pair.vocab_size,
-    )
+        session, drafter = method.make(pair, method.runtime)
+        if method.kind is Kind.TREE:
+            generate, shape = tree.tree_speculative_generate, method.branching
+        else:
+            generate, shape = decoding.speculative_generate, method.gamma
+        out = generate(session, drafter, ids, cfg.max_new_tokens, shape, **kw)
     return out.stats.new_tokens, out
 
 
@@ -155,9 +120,7 @@ def _runner(method: Method, pair: Pair, cfg: BenchConfig) -> Run:
             **method.hf_settings,
         )
         return functools.partial(_run_transformers, pair, config, method.hf_assisted)
-    if method.kind is Kind.AUTOREGRESSIVE:
-        return functools.partial(_run_autoregressive, pair, method, cfg)
-    return functools.partial(_run_drafted, pair, method, cfg)
+    return functools.partial(_run_ours, pair, method, cfg)
 
 
 @dataclass
@@ -213,9 +176,8 @@ def run_methods(
     cfg: BenchConfig,
     progress: bool = True,
 ) -> list[tuple[Method, Timed]]:
-    """Time every method in order. A tree gets its shape from the chains timed before it
-    (`_with_tree_shape`). transformers' methods that fail, or cannot run, are reported and left
-    out; ours raise."""
+    """Time every method in order; a tree gets its shape from the chains timed before it.
+    transformers' methods that fail, or cannot run, are reported and left out; ours raise."""
     done: list[tuple[Method, Timed]] = []
     curve: list[float] = []  # the target's verify cost by tokens per forward, measured once
     for method in tqdm(methods, desc="bench", disable=not progress):
@@ -299,9 +261,8 @@ def _count_mismatches(
     rows: Sequence[Row], tokens: Sequence[Sequence[list[int]]], dtype: torch.dtype
 ) -> None:
     """Set each greedy row's `mismatches` against the first row (our greedy autoregressive
-    decoding). In float32 this is the bench's guard: our methods must match exactly. In lower
-    precision, batched verification (γ+1 positions in one forward) rounds differently from
-    one-token forwards, and near-ties can flip the argmax, so it is only recorded."""
+    decoding): asserted zero for ours in float32, only recorded in lower precision, where batched
+    verification rounds differently from one-token forwards and near-ties can flip."""
     reference = tokens[0]
     for row, outs in zip(rows, tokens, strict=True):
         if row.temperature == 0:
@@ -314,9 +275,7 @@ def _add_comparisons(
     rows: Sequence[Row], measured: Sequence[tuple[Method, Timed]], reference: str
 ) -> None:
     """Speedups over our autoregressive decoding on the `reference` runtime at the same
-    temperature; for chains also c, the verify cost and the predicted speedups, from the time
-    spent inside draft and target forwards against the target's one-token forward in
-    autoregressive decoding on the same runtime at the same temperature."""
+    temperature; for chains also c, the verify cost and the predictions (`_loop_c`)."""
     ar = {
         (m.temperature, m.runtime): (row, t.stats)
         for row, (m, t) in zip(rows, measured, strict=True)
@@ -354,12 +313,9 @@ def derive(
 def run_bench(
     pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progress: bool = True
 ) -> tuple[list[Row], dict[str, dict[str, float]]]:
-    """Measure every method on `prompts` (list of (L,) ids). Returns (rows, costs): costs are
-    `timing.measure_c` per runtime at the best greedy chain's γ.
-
-    Raises ValueError before any forward when a prompt + max_new_tokens exceeds the pair's
-    positions, and AssertionError when, in float32, a greedy method changed the output.
-    """
+    """Measure every method on `prompts` ((L,) ids each). Returns (rows, costs): costs are
+    `timing.measure_c` per runtime at the best greedy chain's γ. Raises ValueError before any
+    forward when a prompt + max_new_tokens exceeds the pair's positions."""
     longest = max(len(p) for p in prompts)
     inputs.check_positions([pair.target, pair.draft], longest, cfg.max_new_tokens)
     runtimes = bench_runtimes(pair, cfg)
@@ -389,9 +345,8 @@ def to_record(
 
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
-    """transformers 5.24's assisted generation calls the assistant's `generate` with a generation
-    config AND keyword arguments, and then warns about its own call (twice per run). Our call
-    passes a config only; this silences the warnings transformers raises about itself."""
+    """Silence the warnings transformers 5.24's assisted generation raises about its own call
+    (it passes the assistant a generation config AND keyword arguments; ours passes a config)."""
     level = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()
     try:
@@ -401,8 +356,8 @@ def _quiet_transformers() -> Iterator[None]:
 
 
 def generation_config(model: Any, **settings: Any) -> Any:
-    """The model's own generation config with `settings` applied: transformers 5 takes settings
-    this way without warning that they override the model's defaults."""
+    """The model's own generation config with `settings` applied (transformers 5 takes them this
+    way without warning that they override the model's defaults)."""
     config = copy.deepcopy(model.generation_config)
     config.update(**settings)
     return config

@@ -1,9 +1,6 @@
-"""What the bench reports: a `Row` per timed method and the ways it is shown.
-
-`format_table` prints a run's rows (speed and theory, per-prompt spread, where a step goes),
-`summarize` takes the headline ratios out of them, `reduced_precision_note` says how many
-greedy outputs differ outside float32, and `markdown_table` writes the README's speed table
-from a saved record (`records.load_results`) between `README_START` and `README_END`.
+"""What the bench reports: a `Row` per timed method, its printed tables (`format_table`), the
+headline ratios (`summarize`), and the README's speed table from a saved record
+(`markdown_table`, written between `README_START` and `README_END`).
 """
 
 from __future__ import annotations
@@ -58,24 +55,22 @@ class Row:
 # --------------------------------------------------------------------------------------- printed
 def cell(x: float | None, width: int, spec: str, suffix: str = "") -> str:
     """`x` formatted with `spec` and `suffix`, right-aligned in `width`; "—" for None."""
-    text = "—" if x is None else format(x, spec) + suffix
-    return text.rjust(width)
+    return ("—" if x is None else format(x, spec) + suffix).rjust(width)
 
 
-FOOTNOTE = [
-    "draft: forwards and sampling inside the drafter; target: the target's forwards (the",
-    "verification); loop: everything else (acceptance rule, bookkeeping).",
-    "",
-    "c and verify are measured inside the decoding loop: c = time per draft forward / time per",
-    "target forward in autoregressive decoding on the same runtime; verify = time per target",
-    "forward over γ+1 tokens / the same. predicted = (1-α^(γ+1))/((1-α)(γc+1)) (Leviathan et",
-    "al.); pred+verify replaces the paper's free verification (the +1) by the measured verify",
-    "cost. Speedups are over our autoregressive decoding on the first runtime at the same",
-    "temperature. repeated 4-grams: median over outputs of the fraction of 4-grams that repeat",
-    "an earlier one. differ: greedy outputs (prompts x repeats) not equal to autoregressive",
-    "decoding's. lean = our forward with a preallocated KV cache (engine.llama); hf =",
-    "transformers' eager forward with a DynamicCache.",
-]
+FOOTNOTE = """\
+draft: forwards and sampling inside the drafter; target: the target's forwards (the
+verification); loop: everything else (acceptance rule, bookkeeping).
+
+c and verify are measured inside the decoding loop: c = time per draft forward / time per
+target forward in autoregressive decoding on the same runtime; verify = time per target
+forward over γ+1 tokens / the same. predicted = (1-α^(γ+1))/((1-α)(γc+1)) (Leviathan et
+al.); pred+verify replaces the paper's free verification (the +1) by the measured verify
+cost. Speedups are over our autoregressive decoding on the first runtime at the same
+temperature. repeated 4-grams: median over outputs of the fraction of 4-grams that repeat
+an earlier one. differ: greedy outputs (prompts x repeats) not equal to autoregressive
+decoding's. lean = our forward with a preallocated KV cache (engine.llama); hf =
+transformers' eager forward with a DynamicCache.""".splitlines()
 
 
 def format_table(rows: list[Row], costs: dict[str, dict[str, float]]) -> str:
@@ -134,16 +129,13 @@ def summarize(rows: list[Row]) -> dict[str, float]:
     ours = [r for r in rows if Kind(r.kind).ours and r.kind != Kind.AUTOREGRESSIVE]
     best = max((r for r in ours if r.temperature == 0), key=lambda r: r.tokens_per_s)
     out = {"best_greedy": best.method, "speedup_vs_autoregressive": best.speedup}
-    for name, key in (
-        ("HF assisted (default schedule)", "speedup_vs_hf_assisted"),
-        ("HF generate (greedy)", "speedup_vs_hf_generate"),
-    ):
-        if name in by_name:
-            out[key] = best.tokens_per_s / by_name[name].tokens_per_s
-    if "HF generate (greedy)" in by_name:
-        out["ours_ar_vs_hf_generate"] = (
-            rows[0].tokens_per_s / by_name["HF generate (greedy)"].tokens_per_s
-        )
+    assisted = by_name.get("HF assisted (default schedule)")
+    if assisted is not None:
+        out["speedup_vs_hf_assisted"] = best.tokens_per_s / assisted.tokens_per_s
+    generate = by_name.get("HF generate (greedy)")
+    if generate is not None:
+        out["speedup_vs_hf_generate"] = best.tokens_per_s / generate.tokens_per_s
+        out["ours_ar_vs_hf_generate"] = rows[0].tokens_per_s / generate.tokens_per_s
     out["measured_over_predicted"] = best.ratio
     for t in sorted({r.temperature for r in ours if r.temperature > 0}):
         top = max((r for r in ours if r.temperature == t), key=lambda r: r.tokens_per_s)
@@ -173,13 +165,8 @@ def _fastest_saved(
     rows: Sequence[dict], prefix: str, temperature: float, runtime: str | None = None
 ) -> dict | None:
     """The fastest saved row whose name starts with `prefix` at `temperature` (and `runtime`)."""
-    found = [
-        r
-        for r in rows
-        if r["method"].startswith(prefix)
-        and r["temperature"] == temperature
-        and (runtime is None or r["runtime"] == runtime)
-    ]
+    found = [r for r in rows if r["method"].startswith(prefix) and r["temperature"] == temperature]
+    found = [r for r in found if runtime is None or r["runtime"] == runtime]
     return max(found, key=lambda r: r["tokens_per_s"]) if found else None
 
 
@@ -199,10 +186,9 @@ def _saved_is_ours(r: dict) -> bool:
 
 
 def markdown_table(record: dict) -> str:
-    """The README's speed table from a saved bench record (`records.load_results`): each
-    method's greedy and T = 1 rows (speculative decoding at each temperature's own best γ),
-    tokens/s and speedup over our autoregressive decoding on the first runtime, then the costs.
-    Records saved before the bench took the fastest repeat have no "statistic": medians."""
+    """The README's speed table from a saved bench record: each method's fastest greedy and T = 1
+    rows, then the costs. Records saved before the bench took the fastest repeat have no
+    "statistic": medians."""
     info, res = record["device_info"], record["results"]
     rows, config = res["rows"], res["config"]
     statistic = config.get("statistic", f"medians of {config['repeats']}")

@@ -1,28 +1,14 @@
 """Notebook 07's engine arithmetic: engine-style counters, the capstone's plan and its report.
 
-Engines report speculative decoding in their own counters. `engine_counters` turns the course
-loop's statistics into the counters two engines keep, so that a learner can read them with
-numbers they produced themselves:
+`engine_counters` turns the course loop's statistics into the counters two engines keep, vLLM's
+(``vllm/v1/spec_decode/metrics.py``) and llama.cpp's (``examples/speculative-simple``), so that a
+learner reads them with numbers they produced themselves (docs/formulas.md, "Engines'
+counters"). Neither engine's "acceptance rate" is the course's α̂: both divide by every drafted
+token, including those after the first rejection, which nobody examined.
 
-- **vLLM** (``vllm/v1/spec_decode/metrics.py``): per drafting step it adds one to
-  ``num_drafts``, the drafted tokens to ``num_draft_tokens``, the accepted ones to
-  ``num_accepted_tokens``, and one to ``num_accepted_tokens_per_pos[i]`` for every position i
-  before the first rejection. It logs a *mean acceptance length* 1 + accepted / drafts, a
-  *per-position acceptance rate* per_pos[i] / drafts, and a *draft acceptance rate*
-  accepted / drafted tokens;
-- **llama.cpp** (``examples/speculative-simple``): ``n_drafted`` sums the drafted tokens,
-  ``n_accept`` the accepted ones, and ``accept`` is 100 · n_accept / n_drafted.
-
-Neither engine's "acceptance rate" is the course's α̂ (drafts accepted over drafts the verifier
-examined, `decoding.GenerationStats.acceptance_rate`): both divide by every drafted token,
-including those after the first rejection, which nobody examined.
-
-The capstone: a pair of the learner's choosing, α̂ on their own prompts with its standard error
-across prompts (`prompt_se`; the binomial SE assumes independent drafts), c and the verification
-curve on their device, the best γ and its predicted speedup with an interval (`best_plan`), then
-the clock: the pooled measured speedup inside, above or below that interval (`verdict`), and each
-prompt's measured speedup beside the one its own α̂ predicts. `report` assembles the numbers.
-The checks of Exercises 7.1 and 7.2 and of a report's arithmetic are in
+The capstone: α̂ on the learner's prompts with its SE across prompts (`prompt_se`), c and the
+verification curve on their device, the best γ and its predicted speedup with an interval
+(`best_plan`), then the clock (`report`). The checks of Exercises 7.1 and 7.2 are in
 `specdec_lab.course.checks.nb07_engines_and_capstone`.
 
 p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192).
@@ -63,12 +49,8 @@ def full_steps(stats: decoding.GenerationStats, gamma: int) -> decoding.Generati
 
 
 def engine_counters(stats: decoding.GenerationStats, gamma: int) -> dict[str, dict[str, Any]]:
-    """vLLM's and llama.cpp's counters for the steps of `stats` that drafted `gamma` tokens.
-
-    Returns ``{"vllm": {num_drafts, num_draft_tokens, num_accepted_tokens,
-    num_accepted_tokens_per_pos}, "llama.cpp": {n_draft, n_drafted, n_accept, n_predict}}``;
-    n_predict counts every emitted token (accepted drafts plus one target token per step).
-    """
+    """{"vllm": `drafting_counters`, "llama.cpp": {n_draft, n_drafted, n_accept, n_predict}} for
+    the steps of `stats` that drafted `gamma` tokens; n_predict counts every emitted token."""
     vllm = drafting_counters(full_steps(stats, gamma), gamma)  # every draft γ long
     drafts, accepted = vllm["num_drafts"], vllm["num_accepted_tokens"]
     return {
@@ -111,11 +93,9 @@ def parse_speculative_simple(log: str) -> dict[str, int]:
 
 def run_speculative_simple(command: Sequence[str], attempts: int = 3) -> dict[str, float]:
     """Run a ``llama-speculative-simple`` command line; return its counters
-    (`parse_speculative_simple`) and "tokens_per_s", its decoding speed.
-
-    Its logger writes from a thread, and a run can exit before the closing lines are written
-    (seen with llama.cpp as vendored in llama-cpp-python 0.3.36, about one run in four): such a
-    run is repeated, up to `attempts` runs. A failing run raises with the end of its output."""
+    (`parse_speculative_simple`) and "tokens_per_s", its decoding speed. Its logger writes from a
+    thread, and a run can exit before the closing lines are written (llama-cpp-python 0.3.36,
+    about one run in four): such a run is repeated, up to `attempts` runs."""
     for _ in range(attempts):
         done = subprocess.run(list(command), capture_output=True, text=True, timeout=900)
         log = done.stdout + done.stderr
@@ -198,7 +178,8 @@ def _number(pattern: str, text: str, what: str) -> str:
     return match[1]
 
 
-def _rates(listed: str) -> list[float]:
+def _rates(pattern: str, text: str, what: str) -> list[float]:
+    listed = _number(pattern, text, what)
     return [float(x) for x in re.split(r"[,\s]+", listed.strip()) if x]
 
 
@@ -214,17 +195,13 @@ def _counts_from_rates(rates: Sequence[float], drafts: int, digits: int = 3) -> 
 def parse_vllm_log(text: str) -> dict[str, Any]:
     """vLLM's counters behind one ``SpecDecoding metrics:`` line (`vllm_metrics` in reverse).
 
-    The line prints `num_accepted_tokens` and `num_draft_tokens` exactly but `num_drafts` only
-    through the mean acceptance length 1 + accepted / drafts, rounded to 2 decimals, and the
-    per-position counts as rates rounded to 3. The counts are recovered as the one number of
-    drafts (and its integer counts) that prints as the line does; a ValueError when the rounding
-    leaves more than one (a long interval: read the exact counters on /metrics instead)."""
+    The line prints `num_drafts` only through the mean acceptance length (2 decimals) and the
+    per-position counts as rates (3 decimals): they are recovered as the one number of drafts
+    (and its integer counts) that prints as the line does; a ValueError when there are several."""
     accepted = int(_number(r"Accepted: (\d+) tokens", text, "'Accepted: N tokens'"))
     drafted = int(_number(r"Drafted: (\d+) tokens", text, "'Drafted: N tokens'"))
     length = float(_number(r"Mean acceptance length: ([\d.]+)", text, "mean acceptance length"))
-    rates = _rates(
-        _number(r"Per-position acceptance rate: ([\d., ]+\d)", text, "per-position rates")
-    )
+    rates = _rates(r"Per-position acceptance rate: ([\d., ]+\d)", text, "per-position rates")
     fits = []
     for drafts in range(1, drafted + 1):  # every draft holds at least one token
         if abs(1 + accepted / drafts - length) > 0.005 + 1e-12:
@@ -265,9 +242,8 @@ def parse_llama_server_log(text: str) -> dict[str, Any]:
     drafted = int(_number(r"#gen tokens =\s*(\d+)", text, "'#gen tokens ='"))
     accepted = int(_number(r"#acc tokens =\s*(\d+)", text, "'#acc tokens ='"))
     length = float(_number(r"#mean acc len =\s*([\d.]+)", text, "'#mean acc len ='"))
-    counts = _counts_from_rates(
-        _rates(_number(r"#acc rate/pos = \(([^)]*)\)", text, "'#acc rate/pos'")), drafts
-    )
+    rates = _rates(r"#acc rate/pos = \(([^)]*)\)", text, "'#acc rate/pos'")
+    counts = _counts_from_rates(rates, drafts)
     if counts[0] != first or sum(counts) != accepted:
         raise ValueError("the per-position rates disagree with '#acc drafts' or '#acc tokens'")
     match = re.search(r"\|\s+eval time =\s*[\d.]+ ms /\s*(\d+) tokens \(\s*([\d.]+) ms per", text)
@@ -296,15 +272,9 @@ def alpha_range(
     num_drafts: int, num_draft_tokens: int, accepted_per_pos: Sequence[int]
 ) -> tuple[float, float]:
     """The course's α̂ allowed by an engine's counters: (low, high), equal when every draft had
-    γ = len(accepted_per_pos) tokens (Exercise 7.3).
-
-    Exercise 7.1's count of the examined drafts, N + a_0 + … + a_{γ−2}, assumes every draft had γ
-    tokens. A shorter draft accepted to its end was examined one time fewer than that count says
-    (there was no next draft to reject). At most γN − D drafts were short (each lacks a token at
-    least), and a short draft accepted to its end is among the a_0 drafts that accepted their
-    first token but not among the a_{γ−1} accepted at position γ − 1, which it does not have: so
-    at most S = min(γN − D, a_0 − a_{γ−1}) examinations are over-counted. low assumes none, high
-    all S (and stays at most 1)."""
+    γ = len(accepted_per_pos) tokens (Exercise 7.3). Exercise 7.1's count of the examined drafts
+    over-counts a short draft accepted to its end, at most S = min(γN − D, a_0 − a_{γ−1}) of them
+    (docs/formulas.md): low assumes none, high all S (and stays at most 1)."""
     gamma, accepted = len(accepted_per_pos), sum(accepted_per_pos)
     if num_drafts < 1 or not 0 < num_draft_tokens <= gamma * num_drafts:
         raise ValueError(
@@ -317,10 +287,8 @@ def alpha_range(
 
 
 def log_tokens_per_call(counters: dict[str, Any]) -> float | None:
-    """Tokens per target call of a run whose log counts its tokens: every target forward emits
-    its accepted drafts plus one token of its own, so new_tokens − accepted forwards emitted
-    tokens (the prompt's forward, which emits the first, included). None when the log does not
-    count the tokens (a vLLM metrics line)."""
+    """Tokens per target call of a run whose log counts its tokens (`llama_cpp_tokens_per_call`
+    with new_tokens and the accepted drafts); None when it does not (a vLLM metrics line)."""
     new = counters.get("new_tokens")
     if new is None:
         return None
@@ -351,8 +319,7 @@ def curve_and_c(
     pair, clock: Callable[[], float] = time.perf_counter, repeats: int = 11, max_tokens: int = 9
 ) -> tuple[list[float], float]:
     """The verification curve t(k) / t(1) for k = 1..max_tokens and c, the draft's one-token
-    forward over the target's, all timed in the same interleaved rounds (`timing.session_sweep`,
-    the fastest of `repeats` on `clock`), so that a burst of load cannot land on one of them."""
+    forward over the target's, all timed in the same interleaved rounds (`timing.session_sweep`)."""
     opened = {
         "target": sessions.open_session(pair.target, pair.vocab_size),
         "draft": sessions.open_session(pair.draft, pair.vocab_size),
@@ -368,8 +335,7 @@ def best_plan(alpha: float, alpha_se: float, c: float, curve: Sequence[float]) -
     its predicted speedup, and the speedups at α̂ ± 2 standard errors (clipped to [0, 1])."""
     if len(curve) < 2:
         raise ValueError("curve needs t(k)/t(1) for k = 1 and at least k = 2")
-    gammas = range(1, len(curve))
-    gamma = max(gammas, key=lambda g: theory.speedup(alpha, g, c, curve[g]))
+    gamma = max(range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c, curve[g]))
     lo, hi = max(alpha - Z_RANGE * alpha_se, 0.0), min(alpha + Z_RANGE * alpha_se, 1.0)
     return {
         "gamma": gamma,
@@ -381,8 +347,7 @@ def best_plan(alpha: float, alpha_se: float, c: float, curve: Sequence[float]) -
 
 def binomial_se(alpha: float, trials: int) -> float:
     """The standard error of α̂ = accepted / trials, were every examined draft an independent coin
-    with one α. Drafts in one step or one prompt are correlated and α varies by prompt, so this
-    understates the real uncertainty (`prompt_se` is the one the capstone's range uses)."""
+    with one α: it understates the real uncertainty (the capstone's range uses `prompt_se`)."""
     return math.sqrt(alpha * (1 - alpha) / trials)
 
 
@@ -425,14 +390,10 @@ def report(
     device: str,
     temperature: float = 0.0,
 ) -> dict[str, Any]:
-    """The capstone's report, from its measurements: α̂ pooled over the prompts (`per_prompt`:
-    one generation's statistics per prompt) with its SE across prompts (and the binomial SE, for
-    contrast), c, the verification curve, the plan (made with the SE across prompts), and the
-    clock: seconds per prompt, each the fastest of `rounds`, plain and speculative at the plan's γ.
-
-    Like for like: the pooled measured speedup (total plain over total speculative seconds) is
-    placed against the predicted interval ("verdict"), and each prompt's measured speedup stands
-    beside the speedup its own α̂ predicts at the same γ, c and r(γ)."""
+    """The capstone's report: α̂ pooled over `per_prompt` (one generation's statistics per prompt)
+    with its SE across prompts (and the binomial SE), c, the curve, the plan, and the clock (each
+    prompt's fastest of `rounds`, plain and speculative at the plan's γ): the pooled speedup's
+    `verdict`, and each prompt's measured speedup beside the one its own α̂ predicts."""
     plain, spec = np.asarray(plain_seconds, float), np.asarray(spec_seconds, float)
     if plain.shape != spec.shape or plain.ndim != 1 or len(plain) < 2:
         raise ValueError("plain_seconds and spec_seconds: one time per prompt, at least two")
@@ -473,15 +434,8 @@ def report(
 def per_prompt_table(rep: dict[str, Any]) -> str:
     """Each prompt's α̂, the speedup its own α̂ predicts and the measured one, as a small table."""
     rows = [f"{'prompt':>6} {'examined':>8} {'α̂':>6} {'predicted':>9} {'measured':>8}"]
-    for i, (a, e, p, m) in enumerate(
-        zip(
-            rep["prompt_accepted"],
-            rep["prompt_examined"],
-            rep["predicted_per_prompt"],
-            rep["measured_per_prompt"],
-            strict=True,
-        )
-    ):
+    keys = ("prompt_accepted", "prompt_examined", "predicted_per_prompt", "measured_per_prompt")
+    for i, (a, e, p, m) in enumerate(zip(*(rep[k] for k in keys), strict=True)):
         rows.append(f"{i:>6} {e:>8} {a / e:>6.3f} {p:>8.2f}x {m:>7.2f}x")
     rows.append(
         f"{'pooled':>6} {rep['examined']:>8} {rep['alpha']:>6.3f} {rep['predicted']:>8.2f}x "

@@ -14,7 +14,6 @@ do by hand:
 4. **Chain or tree.** Where a candidate is a draft model (`trees`), the token tree that
    notebook 06's `tree.choose_branching` picks at its α, c and r, probed itself
    (`probe_tree`): chosen when its expected speedup beats every chain's.
-
 5. **dtype.** Where a pair may run in two dtypes (bfloat16 on a CPU that computes it natively,
    or float32), `choose_dtype` takes the plan expected to decode fastest: its expected speedup
    over its own t(1), since plain decoding itself runs at one token per t(1).
@@ -222,7 +221,7 @@ def _forward_and_step_costs(
             target.logits(ids)
         calls["step", name] = partial(drafter.propose, ids, 1, greedy, None)
         crop = getattr(drafter, "crop", None)  # a draft model's cache: feed one token each time
-        croppers["step", name] = partial(crop, prefix - 1) if crop else _nothing
+        croppers["step", name] = partial(crop, prefix - 1) if crop else lambda: None
     return timing.interleaved(calls, repeats, session.device, before=lambda key: croppers[key]())
 
 
@@ -283,7 +282,3 @@ def probe_tree(
         vocab_size=vocab_size,
     )
     return shape, out.stats.tokens_per_target_call / (len(shape) * c + r[tree.tree_nodes(shape)])
-
-
-def _nothing() -> None:
-    return None

@@ -20,12 +20,8 @@ from specdec_lab.measure import timing
 
 @dataclass(frozen=True, repr=False)
 class FirstLook:
-    """What `first_look` ran, measured and shows. Render it by leaving it last in a cell.
-
-    `speculative` and `autoregressive` are the first round's runs (every round repeats the same
-    work); `seconds` holds each method's fastest of `rounds` rounds, on `clock_name`
-    (`timing.timed_runs`). `lines` is the summary printed under the trace.
-    """
+    """What `first_look` ran, measured and shows (leave it last in a cell to render it): the first
+    round's runs, and each method's fastest of `rounds` rounds in `seconds`, on `clock_name`."""
 
     trace: Trace
     speculative: Any  # decoding.Generation
@@ -79,14 +75,12 @@ class FirstLook:
             f'{self.trace.html()}<div style="font-family:monospace; margin-top:6px">{summary}</div>'
         )
 
-    def _repr_html_(self) -> str:
-        return self.html()
+    _repr_html_ = html
 
     def __str__(self) -> str:
         return "\n".join([self.trace.plain(), "", *self.lines])
 
-    def __repr__(self) -> str:  # the text/plain fallback of a notebook
-        return str(self)
+    __repr__ = __str__  # the text/plain fallback of a notebook
 
 
 def first_look(
@@ -100,15 +94,10 @@ def first_look(
     seed: int = 0,
     clock: Callable[[], float] | None = None,
 ) -> FirstLook:
-    """One screen of speculative decoding on `pair` (`models.load_pair`): the coloured trace, the
-    tokens per target call, and the speedup over autoregressive decoding on this machine.
-
-    Both methods decode the same `prompt` (text, or (L,) ids) with generators seeded `seed`
-    (greedy at the default `temperature=0`, where the outputs must be identical). After an
-    untimed warm-up of each, `rounds` interleaved rounds time both (`timing.timed_runs`, on
-    `clock`, default `time.perf_counter`); a round can only be slowed down by the rest of the
-    machine, so each method's time is its fastest round.
-    """
+    """One screen of speculative decoding on `pair` (`models.load_pair`): both methods decode
+    `prompt` (text, or (L,) ids), greedy at the default `temperature=0` (where the outputs must be
+    identical); after an untimed warm-up, `rounds` interleaved rounds time them on `clock`
+    (default `time.perf_counter`)."""
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     clock = time.perf_counter if clock is None else clock
@@ -133,18 +122,8 @@ def first_look(
         prompt=prompt if isinstance(prompt, str) else pair.decode(ids.tolist()),
         sep="",
     )
+    named = {"perf_counter": "wall clock", "process_time": "CPU time"}
     clock_name = getattr(clock, "__name__", "clock")
-    clock_name = {"perf_counter": "wall clock", "process_time": "CPU time"}.get(
-        clock_name, clock_name
-    )
-    return FirstLook(
-        shown,
-        spec,
-        plain,
-        gamma,
-        float(temperature),
-        seconds,
-        rounds,
-        clock_name,
-        machine,
-    )
+    clock_name = named.get(clock_name, clock_name)
+    temperature = float(temperature)
+    return FirstLook(shown, spec, plain, gamma, temperature, seconds, rounds, clock_name, machine)

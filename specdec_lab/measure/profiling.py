@@ -1,18 +1,12 @@
 """Roofline accounting and a ladder of Llama-shaped models: is *this* device memory-bound?
 
 Speculative decoding (Leviathan et al., arXiv:2211.17192; p = target, q = draft) pays off because
-one target forward over γ+1 tokens costs about as much as a forward over 1 token — as long as the
+one target forward over γ+1 tokens costs about as much as one over 1 token, as long as the
 forward is *memory-bound*: the time goes into streaming the weights (and KV cache) from memory,
-and the extra arithmetic for more tokens hides behind it. This module measures where that stops
-being true on the device at hand (its times come from `measure.timing`).
-
-- Device peaks: `measure_bandwidth` (GB/s) and `measure_matmul_flops` (FLOP/s).
-- Models: `ModelShape` presets in `LADDER` (~1M to ~7B parameters), `build_model`,
-  `forward_latency(model, k, batch)`, which times k new tokens on top of a cached prefix, and
-  `latency_sweep` over several k.
-- Roofline: `param_count`, `forward_flops`, `forward_bytes`, `arithmetic_intensity`,
-  `ridge_point`, `roofline_time` / `roofline_latency`, `find_knee`, `plot_roofline`,
-  and `theory.speedup` for the speedup with a measured verification cost.
+and the extra arithmetic hides behind it. This module measures where that stops being true on the
+device at hand: device peaks (`measure_bandwidth`, `measure_matmul_flops`), the `LADDER` of model
+shapes (~1M to ~7B parameters) timed by `latency_sweep`, and the roofline (`forward_flops`,
+`forward_bytes`, `ridge_point`, `roofline_latency`, `find_knee`, `plot_roofline`).
 
 Units: times in seconds, bandwidth in GB/s (1e9 bytes/s), compute in FLOP/s (one multiply-add is
 2 FLOPs), arithmetic intensity in FLOP/byte.
@@ -52,20 +46,15 @@ CPU_MAX_PARAMS = 1_000_000_000
 """`build_model` refuses to allocate models larger than this on the CPU (a 7B fp32 is 27 GB)."""
 
 
-# --------------------------------------------------------------------------------------------
-# Device peaks
-# --------------------------------------------------------------------------------------------
+# --- device peaks --------------------------------------------------------------------------
 
 
 def measure_bandwidth(
     device: torch.device | str, nbytes: int = 2**28, *, warmup: int = 2, repeats: int = 5
 ) -> float:
-    """Memory bandwidth in GB/s from a large tensor copy (`nbytes` read + `nbytes` written).
-
-    Pick `nbytes` far above the last-level cache (the 256 MiB default is; on a GPU use ~1 GiB).
-    A peak is a best case, so this uses the fastest repeat (STREAM's convention), not the median:
-    a busy neighbour can only slow a repeat down, never speed it up.
-    """
+    """Memory bandwidth in GB/s from a large tensor copy (`nbytes` read + `nbytes` written), far
+    above the last-level cache (on a GPU use ~1 GiB). A peak is a best case, so this uses the
+    fastest repeat (STREAM's convention): a busy neighbour can only slow a repeat down."""
     device = torch.device(device)
     n = nbytes // 4
     src = torch.ones(n, dtype=torch.float32, device=device)
@@ -82,11 +71,8 @@ def measure_matmul_flops(
     warmup: int = 2,
     repeats: int = 5,
 ) -> float:
-    """Dense matmul throughput in FLOP/s: an (n, n) @ (n, n) product is 2·n³ FLOPs.
-
-    On a GPU use a large n (e.g. 8192) and a half-precision dtype to approach the tensor-core
-    peak. Like `measure_bandwidth`, this is a peak, so it uses the fastest repeat.
-    """
+    """Dense matmul throughput in FLOP/s (an (n, n) @ (n, n) product is 2·n³ FLOPs), the fastest
+    repeat. On a GPU use a large n (e.g. 8192) and half precision to near the tensor-core peak."""
     device = torch.device(device)
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(n, n, generator=gen).to(device=device, dtype=dtype)
@@ -96,9 +82,7 @@ def measure_matmul_flops(
     return 2 * n**3 / timing.min
 
 
-# --------------------------------------------------------------------------------------------
-# Model shapes
-# --------------------------------------------------------------------------------------------
+# --- model shapes --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -116,7 +100,9 @@ class ModelShape:
 
     def config(self, **overrides: Any) -> LlamaConfig:
         """A `transformers.LlamaConfig` with this shape (`overrides` go to the config)."""
-        kwargs: dict[str, Any] = dict(
+        from transformers import LlamaConfig
+
+        shape = dict(
             vocab_size=self.vocab_size,
             hidden_size=self.hidden_size,
             intermediate_size=self.intermediate_size,
@@ -126,10 +112,7 @@ class ModelShape:
             tie_word_embeddings=self.tie_embeddings,
             max_position_embeddings=4096,
         )
-        kwargs.update(overrides)
-        from transformers import LlamaConfig
-
-        return LlamaConfig(**kwargs)
+        return LlamaConfig(**(shape | overrides))
 
     @property
     def params(self) -> int:
@@ -167,12 +150,9 @@ def build_model(
     *,
     seed: int = 0,
 ) -> LlamaForCausalLM:
-    """A randomly initialised `LlamaForCausalLM` built directly on `device` in `dtype`, in eval mode.
-
-    Weights are allocated on `device` (use "meta" to get shapes without memory). The global RNG
-    is left untouched: initialisation draws from a forked (CPU and CUDA) RNG seeded with `seed`.
-    Raises ValueError rather than allocate more than `CPU_MAX_PARAMS` parameters on the CPU.
-    """
+    """A randomly initialised `LlamaForCausalLM` built directly on `device` ("meta": shapes without
+    memory) in `dtype`, in eval mode. Initialisation draws from a forked (CPU and CUDA) RNG seeded
+    with `seed`, leaving the global RNG untouched. Refuses more than `CPU_MAX_PARAMS` on the CPU."""
     device = torch.device(device)
     # a copy: transformers writes the dtype into the config it is given
     config = shape.config() if isinstance(shape, ModelShape) else copy.deepcopy(shape)
@@ -184,18 +164,14 @@ def build_model(
         )
     cuda = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda), device:
-        torch.manual_seed(seed)
-        if device.type == "cuda":
-            torch.cuda.manual_seed(seed)
+        torch.manual_seed(seed)  # seeds CUDA too
         from transformers import LlamaForCausalLM
 
         model = LlamaForCausalLM._from_config(config, dtype=dtype)
     return model.eval()
 
 
-# --------------------------------------------------------------------------------------------
-# Latency of one forward over k new tokens
-# --------------------------------------------------------------------------------------------
+# --- latency of one forward over k new tokens ----------------------------------------------
 
 
 @torch.inference_mode()
@@ -210,18 +186,10 @@ def latency_sweep(
     generator: torch.Generator | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> list[Timing]:
-    """Time one forward of k new tokens per sequence, on top of a `prefix`-token KV cache, for
-    every k in `ks`; returns one `Timing` (`repeats` samples) per k, in the order of `ks`.
-
-    A forward over k = γ+1 tokens is the target's verification step (k = 1 is plain decoding);
-    logits for all k positions are computed, as verification needs them. The cache is filled
-    once, and after every forward it is cropped back to `prefix` tokens outside the timed
-    region, so every sample sees the same state. After `warmup` untimed calls per k, the
-    repeats run in interleaved rounds (each round times every k once), so a burst of background
-    load is spread over all ks instead of landing on one. The device is taken from the model;
-    token ids come from `generator` (a fresh one seeded 0 if None) and, with random weights,
-    their values do not matter. `clock` is as in `timer`.
-    """
+    """One `Timing` (`repeats` samples) per k in `ks` of a forward of k new tokens per sequence
+    (k = γ+1: a verification), logits included, on a `prefix`-token KV cache cropped back after
+    every forward, untimed. After `warmup` calls per k, the repeats run in interleaved rounds, so
+    a burst of load spreads over all ks. Token ids come from `generator` (seeded 0 if None)."""
     if not ks or min(ks) < 1 or batch < 1 or prefix < 1:
         raise ValueError(
             f"need ks, batch, prefix >= 1, got ks={ks}, batch={batch}, prefix={prefix}"
@@ -258,9 +226,7 @@ def forward_latency(model: LlamaForCausalLM, k: int, batch: int = 1, **sweep: An
     return latency_sweep(model, [k], batch, **sweep)[0]
 
 
-# --------------------------------------------------------------------------------------------
-# Roofline accounting
-# --------------------------------------------------------------------------------------------
+# --- roofline accounting -------------------------------------------------------------------
 
 
 def _dims(config: LlamaConfig) -> tuple[int, int, int, int, int, int, int]:
@@ -271,10 +237,8 @@ def _dims(config: LlamaConfig) -> tuple[int, int, int, int, int, int, int]:
 
 
 def matmul_params(config: LlamaConfig) -> int:
-    """Weights that take part in a matmul each forward: attention, MLP and the LM head.
-
-    Excludes the embedding table (a lookup of a few rows, not a matmul) and the norm gains.
-    """
+    """Weights that take part in a matmul each forward: attention, MLP and the LM head (not the
+    embedding table, a lookup of a few rows, nor the norm gains)."""
     d, n_layers, heads, kv_heads, hd, inter, vocab = _dims(config)
     attn = d * heads * hd * 2 + d * kv_heads * hd * 2  # q, o and k, v projections
     mlp = 3 * d * inter  # gate, up, down
@@ -298,25 +262,19 @@ def kv_cache_bytes(config: LlamaConfig, tokens: int, batch: int = 1, bytes_per_e
 
 
 def forward_flops(config: LlamaConfig, k: int, batch: int = 1, context: int = 0) -> int:
-    """FLOPs of one forward over `k` new tokens for `batch` sequences with `context` cached.
-
-    2·matmul_params per token, plus attention: each new token's scores Q·Kᵀ and the weighted
-    sum A·V over the `context + k` attended positions, 2·2·heads·head_dim FLOPs per pair per
-    layer (we count the full k×(context+k) block, as SDPA with a causal mask computes it).
-    """
+    """FLOPs of one forward over `k` new tokens for `batch` sequences with `context` cached:
+    2·matmul_params per token, plus attention's Q·Kᵀ and A·V, 2·2·heads·head_dim FLOPs per pair
+    per layer over the full k×(context+k) block (as SDPA with a causal mask computes it)."""
     _, n_layers, heads, _, hd, _, _ = _dims(config)
-    tokens = k * batch
     attn = 4 * n_layers * heads * hd * k * (context + k) * batch
-    return 2 * matmul_params(config) * tokens + attn
+    return 2 * matmul_params(config) * k * batch + attn
 
 
 def forward_bytes(
     config: LlamaConfig, k: int, batch: int = 1, context: int = 0, bytes_per_el: int = 2
 ) -> int:
-    """Bytes moved from memory by one forward: every matmul weight once, the cached keys and
-    values once, and the new keys and values written once. Activations are ignored (they are
-    small and stay in cache for small k·batch), so this is a lower bound.
-    """
+    """Bytes moved from memory by one forward, a lower bound: every matmul weight, the cached
+    keys and values, and the new ones written, once each (activations stay in cache)."""
     weights = matmul_params(config) * bytes_per_el
     return weights + kv_cache_bytes(config, context + k, batch, bytes_per_el)
 
@@ -325,9 +283,8 @@ def arithmetic_intensity(
     config: LlamaConfig, k: int, batch: int = 1, context: int = 0, bytes_per_el: int = 2
 ) -> float:
     """FLOP per byte of one forward: ≈ k·batch·2/bytes_per_el while the weights dominate."""
-    return forward_flops(config, k, batch, context) / forward_bytes(
-        config, k, batch, context, bytes_per_el
-    )
+    flops = forward_flops(config, k, batch, context)
+    return flops / forward_bytes(config, k, batch, context, bytes_per_el)
 
 
 def ridge_point(flops_per_s: float, gb_per_s: float) -> float:
@@ -352,20 +309,15 @@ def roofline_latency(
 ) -> float:
     """Roofline lower bound (s) on one forward of `k` new tokens: `roofline_time` applied to
     `forward_flops` and `forward_bytes`."""
-    return roofline_time(
-        forward_flops(config, k, batch, context),
-        forward_bytes(config, k, batch, context, bytes_per_el),
-        flops_per_s,
-        gb_per_s,
-    )
+    flops = forward_flops(config, k, batch, context)
+    nbytes = forward_bytes(config, k, batch, context, bytes_per_el)
+    return roofline_time(flops, nbytes, flops_per_s, gb_per_s)
 
 
 def find_knee(ks: Sequence[int], latencies: Sequence[float], tol: float = 0.1) -> int:
-    """The largest k up to which latency stays within (1 + tol) × latency at k = 1.
-
-    Walks k upwards and stops at the first k that exceeds the bound, so a noisy dip later on
-    cannot move the knee. `ks` must contain 1. Verifying up to `knee` tokens is "free".
-    """
+    """The largest k up to which latency stays within (1 + tol) × latency at k = 1 (`ks` must
+    contain 1): verifying up to `knee` tokens is "free". A noisy dip past the first k over the
+    bound cannot move the knee."""
     if len(ks) != len(latencies):
         raise ValueError(f"{len(ks)} ks but {len(latencies)} latencies")
     pairs = sorted(zip(ks, latencies, strict=True))
@@ -400,14 +352,11 @@ def plot_roofline(
     color: str | None = None,
     intensity_range: tuple[float, float] = (0.1, 1000.0),
 ) -> RooflineData:
-    """Draw the roofline min(peak, AI × bandwidth) on log-log axes, with measured points.
+    """Draw the roofline min(peak, AI × bandwidth) on log-log axes, and return what was drawn.
 
-    `points` maps a series label to its (arithmetic intensity FLOP/byte, achieved FLOP/s)
-    pairs, drawn as one connected line of markers (e.g. one model as k grows). Draws onto `ax`
-    if given (the caller owns the figure and shows it); otherwise onto a new figure that is
-    closed before returning. `color` sets the roof's colour (default: next in the cycle).
-    Returns the plotted data.
-    """
+    `points` maps a series label to its (arithmetic intensity FLOP/byte, achieved FLOP/s) pairs,
+    drawn as one line of markers (e.g. one model as k grows). Draws onto `ax` if given (the caller
+    owns the figure); otherwise onto a new figure that is closed before returning."""
     import matplotlib.pyplot as plt
     import numpy as np
 

@@ -45,7 +45,6 @@ def load_results(path: str | Path) -> dict[str, Any]:
 def load_recorded(
     pattern: str = "gpu-*.json", directory: str | Path | None = None
 ) -> list[dict[str, Any]]:
-    """All records matching `pattern` in `directory` (default `RESULTS_DIR`), sorted by file
-    name; [] when there are none."""
+    """All records matching `pattern` in `directory` (default `RESULTS_DIR`), sorted by name."""
     directory = Path(directory) if directory is not None else RESULTS_DIR
     return [load_results(p) for p in sorted(directory.glob(pattern))]

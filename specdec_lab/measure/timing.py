@@ -1,20 +1,15 @@
 """Timing: the one harness behind every measured time in the course.
 
-- `timer(device, clock)` times a block, waiting for the device's queued kernels before and after
-  (CUDA events on CUDA); `time_fn` repeats it after a warm-up and returns every sample (`Timing`).
-- `session_latency`, `forward_costs` and `measure_c` time forwards through the sessions the
-  decoding loops use, so the c and r they report are those of the runs they explain;
-  `runtime_sweep` and `verify_curve` do it over several k.
-- `timed_runs` / `run_timed` time whole generations of several drafts on one clock, the methods
-  interleaved so that background load spreads over all of them.
+`timer` times a block (`time_fn` repeats it); `session_latency`, `forward_costs`, `measure_c`,
+`runtime_sweep` and `verify_curve` time forwards through the sessions the decoding loops use, so
+the c and r they report are those of the runs they explain; `timed_runs` times whole generations.
+Methods are interleaved in rounds, so that background load spreads over all of them.
 
-The statistic: a repeat can only be slowed down by what else the machine does, never sped up,
-so the time a measurement reports is the **minimum** over its repeats (`Timing.min`); `Timing`
-keeps every sample, and `Timing.median` is there for the notebooks that show the spread. The
-clock is any zero-argument function returning seconds: `time.perf_counter` (wall time) by
-default, or `time.process_time`, the CPU time of this process: it does not count time spent
-waiting for a core, but a busy neighbour still inflates it through shared caches, memory
-bandwidth, a sibling hyper-thread and the clock frequency (hence the minimum).
+The statistic: a repeat can only be slowed down by what else the machine does, never sped up, so
+a measurement reports the **minimum** over its repeats (`Timing.min`; `Timing.median` shows the
+spread). The clock is any zero-argument function returning seconds: `time.perf_counter` (wall
+time) by default, or `time.process_time`, the CPU time of this process, which does not count time
+spent waiting for a core (a busy neighbour still inflates it through shared caches and memory).
 
 p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192).
 """
@@ -51,9 +46,8 @@ def run_timed(
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
 ) -> tuple[decoding.Generation, float]:
-    """Decoding of `n_new` tokens after `ids` (greedy unless told a `temperature`): plain
-    (draft None) or speculative with `draft` at `gamma`. Returns (the run, its seconds on
-    `clock`, through `timer`)."""
+    """Decoding of `n_new` tokens after `ids`, plain (draft None) or speculative with `draft` at
+    `gamma`: (the run, its seconds on `clock`, through `timer`)."""
     kw = dict(temperature=temperature, generator=generator, vocab_size=pair.vocab_size)
     with timer(pair.device, clock) as sw:
         if draft is None:
@@ -78,12 +72,9 @@ def timed_runs(
 ) -> tuple[dict[tuple[str, str | None], list], dict[tuple[str, str | None], np.ndarray]]:
     """For each domain of `plan` ({domain: [None (plain decoding) or a name of `drafts`]}): every
     method on every prompt of `prompts[domain]`, `rounds` times, interleaved; greedy, or sampled
-    at `temperature`. A sampled run on prompt i draws from a generator seeded `seed + i`, so every
-    round repeats the same work and the fastest round is the least disturbed one.
-
-    Returns (runs, seconds): runs[(domain, name)] is the first round's Generation per prompt;
-    seconds[(domain, name)] is (prompts,) the minimum seconds per prompt over the rounds.
-    """
+    at `temperature` with a generator seeded `seed + i` on prompt i (every round alike). Returns
+    (runs, seconds): per (domain, name), the first round's Generation per prompt, and (prompts,)
+    the minimum seconds per prompt over the rounds."""
 
     def sample(i: int) -> dict:
         return dict(temperature=temperature, generator=torch.Generator().manual_seed(seed + i))
@@ -133,12 +124,9 @@ def forward_costs(
     clock: Callable[[], float] = time.perf_counter,
     runtime: str = DEFAULT_RUNTIME,
 ) -> tuple[float, float, dict[str, float]]:
-    """Seconds on `clock` (minimum of `repeats`) of: one target forward over 1 token, one over
-    γ + 1 tokens (the verification), and one forward over 1 token of each draft, each on top of
-    a KV cache and through the sessions the decoding loops use (`runtime`, the default one
-    unless told), so that c and r are those of the runs they explain. All of them are timed in
-    the same interleaved rounds (`session_sweep`): a burst of load lands on the target and the
-    drafts alike, so that the target timed as its own draft gives c ≈ 1."""
+    """Seconds on `clock` (min of `repeats`) of a target forward over 1 token, one over γ + 1
+    tokens, and one over 1 token of each draft, on a KV cache through `runtime`'s sessions, in the
+    same interleaved rounds (`session_sweep`): the target timed as its own draft gives c ≈ 1."""
     opened = {"target": sessions.open_session(pair.target, runtime=runtime)}
     opened |= {("draft", n): sessions.open_session(m, runtime=runtime) for n, m in drafts.items()}
     ks = {"target": [1, gamma + 1]} | {("draft", name): [1] for name in drafts}
@@ -149,11 +137,7 @@ def forward_costs(
 def verdict(speedup: float, noise: float = 0.05) -> str:
     """The clock's verdict on a speedup over plain decoding, with a margin for a busy machine:
     "faster than plain decoding", "slower than plain decoding", or "within noise of 1x" when it
-    is within `noise` of 1.
-
-    >>> verdict(1.2), verdict(0.98), verdict(0.8)
-    ('faster than plain decoding', 'within noise of 1x', 'slower than plain decoding')
-    """
+    is within `noise` of 1."""
     if abs(speedup - 1) <= noise:
         return "within noise of 1x"
     return "faster than plain decoding" if speedup > 1 else "slower than plain decoding"
@@ -161,8 +145,7 @@ def verdict(speedup: float, noise: float = 0.05) -> str:
 
 @dataclass(frozen=True)
 class Timing:
-    """Per-repeat times in seconds: a measurement reports `min` (the module's statistic);
-    `median` shows the spread."""
+    """Per-repeat times in seconds: a measurement reports `min`; `median` shows the spread."""
 
     samples: tuple[float, ...]
 
@@ -189,18 +172,9 @@ class Stopwatch:
 def timer(
     device: torch.device | str, clock: Callable[[], float] = time.perf_counter
 ) -> Iterator[Stopwatch]:
-    """Time the enclosed block on `device`, waiting for its queued kernels before and after.
-
-    On CUDA the clock is a pair of `torch.cuda.Event`s (GPU time, not Python time); elsewhere it
-    is `clock` after `env.synchronize`: wall time by default, or `time.process_time` for the
-    CPU time of this process, which does not count time spent waiting for a core (contention
-    for caches and memory still inflates it).
-
-    >>> with timer("cpu") as sw:
-    ...     _ = sum(range(1000))
-    >>> sw.seconds > 0
-    True
-    """
+    """Time the enclosed block on `device`, waiting for its queued kernels before and after: on
+    CUDA with a pair of `torch.cuda.Event`s (GPU time), elsewhere with `clock`; the elapsed
+    seconds land in the yielded `Stopwatch` when the block exits."""
     device = torch.device(device)
     sw = Stopwatch()
     env.synchronize(device)
@@ -229,10 +203,7 @@ def time_fn(
     clock: Callable[[], float] = time.perf_counter,
 ) -> Timing:
     """Call `fn` `warmup` times untimed, then `repeats` times timed; return every sample.
-
-    `reset`, if given, runs after every call *outside* the timed region (e.g. rolling back a KV
-    cache so each repeat sees the same state).
-    """
+    `reset`, if given, runs after every call outside the timed region (say, a KV cache rollback)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     for _ in range(warmup):
@@ -257,9 +228,8 @@ def session_latency(
     prefix: int = 32,
     clock: Callable[[], float] = time.perf_counter,
 ):
-    """Seconds of one forward over k new tokens after `prefix` cached ones, the way the
-    decoding loops run it (`sessions.open_session(model, runtime=runtime)`, logits included): the
-    minimum of `repeats` after two warm-ups. Compare runtimes with `runtime_sweep`."""
+    """Seconds of one forward over k new tokens after `prefix` cached ones, the way the decoding
+    loops run it (logits included): `runtime_sweep` for one k and one runtime."""
     return runtime_sweep(model, [k], (runtime,), repeats, prefix, clock)[runtime][0]
 
 
@@ -272,13 +242,9 @@ def runtime_sweep(
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
     """Per-call latency (seconds, min of `repeats`) of a k-token forward for every k in `ks`,
-    through each runtime's session: {runtime: [t(k) for k in ks]}.
-
-    Same weights, same arithmetic: what differs between "hf" (transformers' eager forward) and
-    "lean" (`specdec_lab.engine.llama`) is per-call overhead, the third regime next to memory bandwidth
-    and compute (notebook 05). Rounds interleave runtimes and ks, so a burst of background load
-    lands on all of them; the minimum is the least disturbed run. `clock` is as in `timer`.
-    """
+    through each runtime's session, in interleaved rounds: {runtime: [t(k) for k in ks]}. What
+    differs between "hf" (transformers' eager forward) and "lean" (`engine.llama`) is per-call
+    overhead, the third regime next to memory bandwidth and compute (notebook 05)."""
     opened = {rt: sessions.open_session(model, runtime=rt) for rt in runtimes}
     return session_sweep(opened, ks, repeats, prefix, clock)
 
@@ -290,9 +256,8 @@ def session_sweep(
     prefix: int = 32,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[Any, list[float]]:
-    """`runtime_sweep` over sessions already open, by name (say one model in two dtypes, or
-    with and without packed weights): {name: [t(k) for k in ks]}, interleaved the same way.
-    `ks` may also give each name its own token counts ({name: ks})."""
+    """`runtime_sweep` over sessions already open, by name (say one model in two dtypes):
+    {name: [t(k) for k in ks]}; `ks` may also give each name its own token counts ({name: ks})."""
     per_name = ks if isinstance(ks, dict) else dict.fromkeys(opened, ks)
     gen = torch.Generator().manual_seed(0)
     vocab = min(session.vocab_size for session in opened.values())
@@ -321,9 +286,8 @@ def interleaved(
     before: Callable[[Any], Any] | None = None,
 ) -> dict[Any, float]:
     """Minimum seconds on `clock` of each of `calls` ({key: call()}), timed in rounds in which
-    every call takes its turn, so that a burst of background load lands on all of them alike:
-    c and r are ratios of these minima. `warmups` rounds first are not counted; `before(key)`
-    runs untimed before each call (a session's rollback, say)."""
+    every call takes its turn, after `warmups` uncounted rounds; `before(key)` runs untimed
+    before each call (a session's rollback, say)."""
     best = dict.fromkeys(calls, float("inf"))
     for round_ in range(warmups + repeats):
         for key, call in calls.items():
@@ -350,9 +314,8 @@ def measure_c(
     repeats: int = 7,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
-    """Isolated forwards on a 32-token KV cache, through `runtime`'s sessions (min of `repeats`
-    on `clock`): c = t_draft / t_target for one token, and verify_cost = t_target(γ+1 tokens) /
-    t_target(1)."""
+    """`forward_costs` of the pair's draft: c = t_draft / t_target for one token, and
+    verify_cost = t_target(γ+1 tokens) / t_target(1), with the times in ms."""
     t_target, t_verify, t_draft = forward_costs(
         pair, {"draft": pair.draft}, gamma, repeats, clock=clock, runtime=runtime
     )

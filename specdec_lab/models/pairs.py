@@ -1,14 +1,9 @@
 """Draft/target pairs: the embedded pair shipped in data/models/, hub pairs, and any pair you name.
 
-Every model goes through the same code path, `AutoModelForCausalLM.from_pretrained(path_or_id)`:
-the embedded pair is simply a pair of local directories, and `load_pair(target=..., draft=...)`
-takes any two hub ids or directories. Hub models need internet the first time; without it,
-`load_pair` fails with one actionable sentence instead of a stack of retries.
-
-On an accelerator (or in a GPU dry run, see `env.gpu_paths`) the memory guard (`memory`) runs
-first, and an out-of-memory error while loading becomes the same `InsufficientMemoryError`, with
-the memory freed. `load_first_pair` walks a list of pairs, largest first, and keeps the first
-that loads. A GPU dry run loads hub pairs as tiny stand-ins of their family (`stand_ins`).
+Every model goes through `AutoModelForCausalLM.from_pretrained(path_or_id)`: the embedded pair is
+simply two local directories. Hub models need internet the first time; without it, `load_pair`
+fails with one actionable sentence instead of a stack of retries. On an accelerator (or in a GPU
+dry run, see `env.gpu_paths`) the memory guard (`memory`) runs first.
 """
 
 from __future__ import annotations
@@ -105,7 +100,6 @@ class Pair:
     head_dir: Path | None = None  # the target's draft head, where the registry has one here
 
     def encode(self, text: str) -> torch.Tensor:
-        """Prompt text -> (L,) ids, starting with BOS when the tokenizer defines one."""
         return encode_prompt(self.tokenizer, text)
 
     def decode(self, ids) -> str:
@@ -125,11 +119,10 @@ class Pair:
         n_t = sum(p.numel() for p in self.target.parameters()) / 1e6
         n_d = sum(p.numel() for p in self.draft.parameters()) / 1e6
         note = f" ({self.note})" if self.note else ""
-        runtimes = {runtime_of(self.target), runtime_of(self.draft)}
+        runtime = " + ".join(sorted({runtime_of(self.target), runtime_of(self.draft)}))
         return (
             f"pair {self.name!r}{note}: target {n_t:.3g}M params, draft {n_d:.3g}M params, "
-            f"vocab {self.vocab_size}, {self.dtype} on {self.device}, runtime "
-            f"{' + '.join(sorted(runtimes))}"
+            f"vocab {self.vocab_size}, {self.dtype} on {self.device}, runtime {runtime}"
         )
 
 
@@ -146,14 +139,12 @@ def load_pair(
     target, draft: each a hub id, a directory, or the name of a directory in data/models/
     (e.g. draft="draft-prose"); either one replaces that side of the registry pair `name`. With
     no name, both are needed. No name and no target: the embedded pair.
-    device: default cuda, then mps, then cpu. dtype (a torch dtype or "float32", "float16",
-    "bfloat16"): default `env.default_dtype(device)`, float32 on the CPU (exact greedy
-    comparisons need it), bfloat16 where the device computes it natively, else float16; a pair
-    marked `cpu_bf16` (smollm2-local) loads in bfloat16 on a CPU with native bfloat16
-    (`env.cpu_native_bf16`): on the EPYC of `smollm2-costs-cpu.json` its verify forward is
-    flat in k there, and float32's is not.
-    The pair is restricted to the vocabulary both models and the tokenizer share.
-    Raises HubUnavailableError (offline), InsufficientMemoryError (does not fit), ValueError.
+    device: default cuda, then mps, then cpu. dtype (a torch dtype or a `DTYPES` name): default
+    `env.default_dtype(device)`, or `pair_dtype` for a `cpu_bf16` pair (smollm2-local): on the
+    EPYC of `smollm2-costs-cpu.json` its bfloat16 verify forward is flat in k, float32's is not.
+    The pair is restricted to the vocabulary both models and the tokenizer share. Raises
+    HubUnavailableError (offline), InsufficientMemoryError (does not fit, or ran out of memory
+    while loading: the memory is freed), ValueError.
     """
     if name is None and target is None:
         if draft is not None:
@@ -171,9 +162,7 @@ def load_pair(
     else:
         target_src, draft_src = _resolve_local(target), _resolve_local(draft)
         name = f"{Path(target_src).name} + {Path(draft_src).name}"
-    device = torch.device(device) if device is not None else env.default_device()
-    dtype = parse_dtype(dtype) or pair_dtype(name, device)
-    device, dtype = _device_and_dtype(device, dtype)
+    device, dtype = _device_and_dtype(device, dtype, name)
     if env.stand_ins(device) and name in PAIRS and PAIRS[name].family:
         # A GPU dry run never downloads: the hub sides become a tiny model of the same family.
         stand_in = stand_in_dirs(PAIRS[name].family)
@@ -182,11 +171,8 @@ def load_pair(
         note = f"tiny random {PAIRS[name].family} stand-in, {env.FORCE_GPU_PATHS} dry run"
     if env.gpu_paths(device):
         sizes = [model_bytes(_load("config", s), dtype) for s in (target_src, draft_src)]
-        what = f"pair {name!r} in {str(dtype).removeprefix('torch.')}"
-        check_fits(sum(sizes), device, what)
-
+        check_fits(sum(sizes), device, f"pair {name!r} in {str(dtype).removeprefix('torch.')}")
     tokenizer = _load("tokenizer", target_src)
-    target_model = draft_model = None
     oom = None
     try:
         target_model = _load_model(target_src, device, dtype)
@@ -214,11 +200,9 @@ def load_first_pair(
     device: torch.device | str | None = None,
     dtype: torch.dtype | str | None = None,
 ) -> Pair:
-    """The first of the registry pairs `names` (largest first) that loads here.
-
-    A pair that is offline, does not fit the free memory, or runs out of memory while loading
-    is skipped with one printed sentence; the last one's error propagates.
-    """
+    """The first of the registry pairs `names` (largest first) that loads here. One that is
+    offline, does not fit, or runs out of memory while loading is skipped with one printed
+    sentence; the last one's error propagates."""
     if not names:
         raise ValueError("names is empty: give at least one pair name")
     for name in names[:-1]:
@@ -244,11 +228,6 @@ def parse_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
     return DTYPES[dtype]
 
 
-# --------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------
-
-
 def pair_dtype(name: str, device: torch.device | str = "cpu") -> torch.dtype | None:
     """The dtype pair `name` loads in by default on `device` where it differs from
     `env.default_dtype`: bfloat16 for a `cpu_bf16` pair on a CPU with native bfloat16."""
@@ -258,11 +237,10 @@ def pair_dtype(name: str, device: torch.device | str = "cpu") -> torch.dtype | N
     return None
 
 
-def _device_and_dtype(device, dtype) -> tuple[torch.device, torch.dtype]:
-    """Defaults: the best device, and `env.default_dtype` on it."""
+def _device_and_dtype(device, dtype, name: str | None = None) -> tuple[torch.device, torch.dtype]:
+    """Defaults: the best device, and pair `name`'s `pair_dtype` or `env.default_dtype` on it."""
     device = torch.device(device) if device is not None else env.default_device()
-    dtype = parse_dtype(dtype)
-    return device, env.default_dtype(device) if dtype is None else dtype
+    return device, parse_dtype(dtype) or pair_dtype(name, device) or env.default_dtype(device)
 
 
 def _resolve_local(source: str) -> str:
@@ -281,21 +259,16 @@ def _load_model(source: str, device: torch.device, dtype: torch.dtype):
 
 
 def _check_shared_tokenizer(tokenizer, draft_src: str, vocab_size: int) -> None:
-    """When the draft ships its own tokenizer, its first `vocab_size` tokens must be the same.
-
-    A hub draft is checked like a local one: its tokenizer is loaded through `_load` (offline,
-    that raises HubUnavailableError, as loading the draft itself would). Skipped only for a
-    draft that ships no tokenizer: a directory without tokenizer_config.json (transformers 5
-    would build an empty stand-in tokenizer there), or a hub repository without one (OSError).
-    """
+    """When the draft ships its own tokenizer (local or hub), its first `vocab_size` tokens must
+    be the same. A directory without tokenizer_config.json is skipped: transformers 5 would build
+    an empty stand-in tokenizer there."""
     if Path(draft_src).is_dir() and not (Path(draft_src) / "tokenizer_config.json").exists():
         return
     try:
         theirs = _load("tokenizer", draft_src).get_vocab()
     except OSError:  # no tokenizer files in the repository (HubUnavailableError propagates)
         return
-    mine = tokenizer.get_vocab()
-    id_to_mine = {i: t for t, i in mine.items() if i < vocab_size}
+    id_to_mine = {i: t for t, i in tokenizer.get_vocab().items() if i < vocab_size}
     id_to_theirs = {i: t for t, i in theirs.items() if i < vocab_size}
     differ = sorted(i for i in id_to_mine if id_to_mine[i] != id_to_theirs.get(i))
     if differ:

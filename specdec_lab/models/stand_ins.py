@@ -26,9 +26,7 @@ TINY_FAMILIES = ("gpt2", "gpt_neox", "qwen2", "llama")
 
 
 def tiny_tokenizer(family: str):
-    """A byte-level tokenizer (256 byte tokens, no merges) with `family`'s special tokens:
-    "<|endoftext|>" as BOS and EOS (GPT-2, GPT-NeoX), as EOS only with no BOS (Qwen2), or
-    "<s>" and "</s>" (Llama)."""
+    """A byte-level tokenizer (256 byte tokens, no merges) with `family`'s special tokens."""
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())  # one printable character per byte
     tok = Tokenizer(token_models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -45,11 +43,8 @@ def tiny_tokenizer(family: str):
 def _tiny_configs(family: str, tokenizer) -> tuple[object, object]:
     """(target, draft) configs of a tiny random `family` pair: 2 layers and 1 layer."""
     n = len(tokenizer)
-    common = dict(
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        initializer_range=0.3,  # random distributions neither flat nor one-hot
-    )
+    common = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    common.update(initializer_range=0.3)  # random distributions neither flat nor one-hot
     small = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64)
     small.update(max_position_embeddings=512)
     draft_kw: dict = {}
@@ -72,12 +67,9 @@ def _tiny_configs(family: str, tokenizer) -> tuple[object, object]:
 
 
 def save_tiny_pair(family: str, root: str | Path, seed: int = 0) -> tuple[Path, Path]:
-    """Write a tiny random `family` pair to root/target and root/draft (weights + tokenizer).
-
-    The draft starts as a copy of the target's embeddings and first layer (shared vocabulary
-    rows only), plus a little noise, so that it agrees with the target often but not always.
-    Returns (target_dir, draft_dir); load them with `load_pair(target=..., draft=...)`.
-    """
+    """Write a tiny random `family` pair to root/target and root/draft (weights + tokenizer);
+    load them with `load_pair(target=..., draft=...)`. The draft starts as a noisy copy of the
+    target's embeddings and first layer, so that it agrees with the target often but not always."""
     root = Path(root)
     tokenizer = tiny_tokenizer(family)
     target_cfg, draft_cfg = _tiny_configs(family, tokenizer)

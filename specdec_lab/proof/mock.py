@@ -36,10 +36,8 @@ class MockLM:
         self.B = torch.randn(vocab_size + 1, vocab_size, generator=g)  # (V+1, V)
 
     def logits(self, ids: torch.Tensor) -> torch.Tensor:
-        """Next-token scores after every prefix of `ids`, in one call.
-
-        ids: (L,) token ids. Returns (L, V): row i scores x_{i+1} given ids[: i + 1].
-        """
+        """Next-token scores after every prefix, in one call: ids (L,) -> (L, V), row i scoring
+        x_{i+1} given ids[: i + 1]."""
         ids = _check_ids(ids, self.vocab_size)
         start = torch.tensor([self.vocab_size])
         prev1 = ids  # (L,) the last token of each prefix
@@ -55,10 +53,7 @@ class MockLM:
 
 
 class MockDraft:
-    """q = λ·p + (1 − λ)·r: the target mixed with an unrelated mock model r.
-
-    `quality` is λ in [0, 1]: 1 is a perfect draft, 0 is an unrelated one.
-    """
+    """q = λ·p + (1 − λ)·r: the target mixed with an unrelated mock model r; `quality` is λ."""
 
     def __init__(self, target: MockLM, quality: float = 0.8, seed: int = 1) -> None:
         if not 0.0 <= quality <= 1.0:
@@ -81,8 +76,7 @@ class MockDraft:
 
 
 def _check_ids(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    if not isinstance(ids, torch.Tensor):
-        ids = torch.as_tensor(ids)
+    ids = torch.as_tensor(ids)
     if ids.dim() != 1:
         raise ValueError(f"mock models take a 1-D sequence (L,), got shape {tuple(ids.shape)}")
     if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):

@@ -62,11 +62,9 @@ def gof_pvalue(counts, expected_probs, min_expected: float = 5.0) -> float:
         raise ValueError(f"shapes differ: {counts.shape} vs {probs.shape}")
     if (counts[probs <= 0] > 0).any():
         return 0.0
-    n = counts.sum()
-    expected = probs * n
+    expected = probs * counts.sum()
     big = expected >= min_expected
-    obs_bins = list(counts[big])
-    exp_bins = list(expected[big])
+    obs_bins, exp_bins = list(counts[big]), list(expected[big])
     if (~big & (probs > 0)).any():
         obs_bins.append(counts[~big].sum())
         exp_bins.append(expected[~big].sum())
@@ -162,12 +160,6 @@ class EquivalenceCheck:
 def check_against_law(outcomes, law, delta: float = 1e-6) -> EquivalenceCheck:
     """Compare integer outcomes (N,) with the exact law (K,) by TV bound and χ² test."""
     law = np.asarray(law, dtype=float)
-    freq = frequencies(outcomes, law.shape[0])
-    n = len(outcomes)
-    return EquivalenceCheck(
-        n_samples=n,
-        tv=tv_distance(freq, law),
-        tol=tv_tolerance(n, delta, law.shape[0]),
-        pvalue=gof_pvalue(freq * n, law),
-        delta=delta,
-    )
+    freq, n = frequencies(outcomes, law.shape[0]), len(outcomes)
+    tol = tv_tolerance(n, delta, law.shape[0])
+    return EquivalenceCheck(n, tv_distance(freq, law), tol, gof_pvalue(freq * n, law), delta)

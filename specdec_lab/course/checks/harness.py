@@ -1,14 +1,10 @@
-"""What the checks of every notebook share: the three rules, and the tools that enforce them.
+"""What the checks of every notebook share: three rules, and the tools that enforce them.
 
-Three rules hold for every check:
-
-- **No delegation.** An exercise that re-implements a library function fails, with a sentence,
-  when the answer only calls that function (`refuse_delegation`): its source is read for the name,
-  and the library function is replaced by one that raises while the answer runs.
-- **Predict, then measure.** Where an exercise asks for a prediction, the learner stores it in a
-  variable (``prediction_1_3 = ...``), the check validates its form (`require_prediction`), then
-  prints it next to the measurement. A wrong prediction is not an error: it is what the
-  measurement is for.
+- **No delegation.** An exercise that re-implements a library function fails when the answer
+  calls that function (`refuse_delegation`).
+- **Predict, then measure.** A prediction the learner stores (``prediction_1_3 = ...``) is
+  validated in form only (`require_prediction`), then printed next to the measurement: a wrong
+  prediction is not an error, it is what the measurement is for.
 - **A stub is not an answer.** A prediction left at ``None`` raises ``NotImplementedError``, as
   the stubs of the student notebooks do, after the answer's function has been checked.
 
@@ -27,11 +23,9 @@ from typing import Any
 
 
 def source_names(obj: Any) -> set[str]:
-    """Every name and attribute that the source of `obj` (a function or class) mentions.
-
-    Strings and comments do not count. Returns an empty set when the source is not available.
-    For a class: the names its methods mention, and the names of its base classes (the source
-    of a class defined in a notebook cell cannot be read, but its methods' can)."""
+    """Every name and attribute that the source of `obj` (a function or class) mentions, not in
+    strings or comments; empty when the source is not available. For a class (whose source in a
+    notebook cannot be read): the names of its methods' sources and of its base classes."""
     if inspect.isclass(obj):
         names = {base.__name__ for base in obj.__mro__[1:]}
         for member in vars(obj).values():
@@ -58,19 +52,13 @@ def source_names(obj: Any) -> set[str]:
 class refuse_delegation:  # noqa: N801 (used like a function: `with refuse_delegation(...):`)
     """Fail Exercise `exercise` if `answer` calls a library function it is meant to re-implement.
 
-    `forbidden` maps a name to ``(owner, attribute)``. Creating the guard reads the answer's source
-    for any of the names. Each ``with guard:`` block then replaces ``owner.attribute`` by a function
-    that raises, so an indirect call is caught too; run only the answer inside the block (the
-    check's own reference computation may need the library function). ``None`` instead of a pair:
-    only the source is read. `task` ends the sentence "write <task> yourself".
-    """
+    `forbidden` maps a name to ``(owner, attribute)``, or to ``None`` (only the answer's source is
+    read for the name). Each ``with guard:`` block replaces ``owner.attribute`` by a function that
+    raises, catching an indirect call too: run only the answer inside it. `task` ends the sentence
+    "write <task> yourself"."""
 
     def __init__(
-        self,
-        exercise: str,
-        answer: Any,
-        forbidden: dict[str, tuple[Any, str] | None],
-        task: str,
+        self, exercise: str, answer: Any, forbidden: dict[str, tuple[Any, str] | None], task: str
     ) -> None:
         self.exercise, self.forbidden, self.task = exercise, forbidden, task
         self.patched: list[tuple[Any, str, Any]] = []

@@ -1,5 +1,5 @@
 """The check of notebooks/00_why_decoding_is_memory_bound.ipynb: Exercise 0.1 (the size of a KV
-cache). Its wrong answers: tests/wrong_answers/00_why_decoding_is_memory_bound.py."""
+cache)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from specdec_lab.measure import profiling
 
 # The library function Exercise 0.1 re-implements, captured before any check can patch it.
 _KV_CACHE_BYTES = profiling.kv_cache_bytes
-
-
 KV_CHOICES = ("a thousand", "ten thousand", "a hundred thousand")
 
 
@@ -33,13 +31,12 @@ def exercise_0_1(kv_bytes_per_token: Callable[..., int], shapes: dict, predictio
             )
     require_prediction("0.1", prediction, KV_CHOICES)
     config = shapes["Llama-2 7B"].config()
-    weights = 2 * profiling.param_count(config)  # fp16
-    tokens = weights / _KV_CACHE_BYTES(config, 1, 1, 2)
+    per_token = _KV_CACHE_BYTES(config, 1, 1, 2)
+    tokens = 2 * profiling.param_count(config) / per_token  # the fp16 weights, in tokens of cache
     nearest = min(KV_CHOICES, key=lambda c: abs(math.log10(tokens) - (3 + KV_CHOICES.index(c))))
     print(
-        f"Llama-2 7B: {_KV_CACHE_BYTES(config, 1, 1, 2) / 2**20:.2f} MiB of KV cache per token; "
-        f"it outweighs the fp16 weights beyond {tokens:,.0f} tokens: about {nearest}. "
-        f"You predicted {prediction}."
+        f"Llama-2 7B: {per_token / 2**20:.2f} MiB of KV cache per token; it outweighs the fp16 "
+        f"weights beyond {tokens:,.0f} tokens: about {nearest}. You predicted {prediction}."
     )
     print("Exercise 0.1: correct!")
     return tokens

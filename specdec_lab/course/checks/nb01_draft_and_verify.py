@@ -1,6 +1,5 @@
 """The checks of notebooks/01_draft_and_verify.ipynb: Exercises 1.1 (the acceptance rule,
-longhand), 1.2 (the residual distribution) and 1.3 (the wasted drafts). Their wrong answers:
-tests/wrong_answers/01_draft_and_verify.py."""
+longhand), 1.2 (the residual distribution) and 1.3 (the wasted drafts)."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from specdec_lab.course.checks.harness import call_answer, refuse_delegation, re
 # The library functions Exercises 1.1 and 1.2 re-implement, captured before any check patches them.
 _REJECTION_SAMPLE = verify.rejection_sample
 _RESIDUAL = verify.residual_distribution
+INSTANCE_KINDS = ("random", "q = p", "one-hot q", "truncated p")
 
 
 def _random_instance(kind: str, generator: torch.Generator):
@@ -32,17 +32,11 @@ def _random_instance(kind: str, generator: torch.Generator):
     return drafts, q, p
 
 
-INSTANCE_KINDS = ("random", "q = p", "one-hot q", "truncated p")
-
-
 def exercise_1_1(rejection_sample_longhand: Callable, generator: torch.Generator, n: int = 2000):
     """Exercise 1.1: draw for draw against `verify.rejection_sample` on `n` random instances of
     four kinds, from the same generator state. Returns {kind: mean fraction of drafts kept}."""
-    forbidden = {
-        "rejection_sample": (verify, "rejection_sample"),
-        "first_rejection": (verify, "first_rejection"),
-        "multi_draft_sample": (verify, "multi_draft_sample"),
-    }
+    names = ("rejection_sample", "first_rejection", "multi_draft_sample")
+    forbidden = {name: (verify, name) for name in names}
     kept: dict[str, list[float]] = {kind: [] for kind in INSTANCE_KINDS}
     mismatches = []
     guard = refuse_delegation("1.1", rejection_sample_longhand, forbidden, "the acceptance rule")
@@ -56,8 +50,7 @@ def exercise_1_1(rejection_sample_longhand: Callable, generator: torch.Generator
         generator.set_state(state)  # rewind: the library sees the very same random stream
         theirs = _REJECTION_SAMPLE(*instance, generator=generator)
         same_draws = torch.equal(after_mine, generator.get_state())
-        mine = (int(mine[0]), int(mine[1]))
-        theirs = (int(theirs[0]), int(theirs[1]))
+        mine, theirs = (int(mine[0]), int(mine[1])), (int(theirs[0]), int(theirs[1]))
         if mine != theirs or not same_draws:
             mismatches.append((kind, mine, theirs, same_draws))
         kept[kind].append(theirs[0] / len(instance[0]))
@@ -70,9 +63,8 @@ def exercise_1_1(rejection_sample_longhand: Callable, generator: torch.Generator
             "torch.rand(gamma, generator=generator), then one sampling.sample for the last token"
         )
         raise AssertionError(
-            f"Exercise 1.1: {len(mismatches)}/{n} instances differ from the library; on a "
-            f"'{kind}' instance you return (n_accepted, token) = {mine}, the rule gives {theirs}, "
-            f"{why}"
+            f"Exercise 1.1: {len(mismatches)}/{n} instances differ from the library; on a '{kind}' "
+            f"instance you return (n_accepted, token) = {mine}, the rule gives {theirs}, {why}"
         )
     fractions = {kind: float(np.mean(v)) for kind, v in kept.items()}
     for kind, fraction in fractions.items():
@@ -147,10 +139,8 @@ def exercise_1_3(predicted_discarded: Callable[[float, int], float], prediction:
     case = torch.Generator().manual_seed(13)  # its own stream: the pairs and the runs
     for noise, gamma in [(0.6, 2), (1.2, 4), (2.5, 6)]:
         row = 2 * torch.randn(16, generator=case)
-        p_model, q_model = (
-            ContextFree(row),
-            ContextFree(row + noise * torch.randn(16, generator=case)),
-        )
+        p_model = ContextFree(row)
+        q_model = ContextFree(row + noise * torch.randn(16, generator=case))
         alpha = float(verify.acceptance_rate(row.softmax(-1), q_model.row.softmax(-1)))  # exact α
         run = decoding.speculative_generate(
             p_model, q_model, torch.tensor([0]), 2000, gamma=gamma, generator=case

@@ -1,9 +1,9 @@
 """The checks of notebooks/02_proving_equivalence.ipynb: Exercises 2.1 (how many samples to catch
-a bug), 2.2 (a prompt-lookup drafter) and 2.3 (the speculative loop). Their wrong answers:
-tests/wrong_answers/02_proving_equivalence.py."""
+a bug), 2.2 (a prompt-lookup drafter) and 2.3 (the speculative loop)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -35,13 +35,8 @@ def exercise_2_1(
 
     forbidden = {"samples_needed": (stats, "samples_needed")}
     guard = refuse_delegation("2.1", samples_to_catch, forbidden, "the sizing")
-    for d, dl, k in [
-        (0.12, 1e-6, 27),
-        (0.2, 1e-3, 6),
-        (0.05, 1e-6, 8),
-        (0.3, 0.01, 2),
-        (0.08, 1e-4, 16),
-    ]:
+    cases = [(0.12, 1e-6, 27), (0.2, 1e-3, 6), (0.05, 1e-6, 8), (0.3, 0.01, 2), (0.08, 1e-4, 16)]
+    for d, dl, k in cases:
         with guard:
             n = int(call_answer("2.1", samples_to_catch, d, dl, k))
         assert guaranteed(d, dl, k, n) >= 1 - dl, (
@@ -160,10 +155,8 @@ def _check_lookup_against_transformers(ngram_drafter: type, guard: refuse_delega
         ids = torch.randint(vocab, (size,), generator=case).tolist()
         max_n = int(torch.randint(1, 4, (), generator=case))
         gamma = int(torch.randint(1, 5, (), generator=case))
-        got, want = (
-            _lookup_proposal(ngram_drafter(vocab, max_n=max_n), ids, gamma, guard),
-            drafters.transformers_lookup(ids, gamma, max_n),
-        )
+        got = _lookup_proposal(ngram_drafter(vocab, max_n=max_n), ids, gamma, guard)
+        want = drafters.transformers_lookup(ids, gamma, max_n)
         assert got == want, (
             f"Exercise 2.2: after {ids} (max_n = {max_n}, γ = {gamma}) transformers proposes "
             f"{want}, you propose {got}"
@@ -256,32 +249,28 @@ def exercise_2_3(
 
     for quality in (0.0, 0.5):  # greedy: every draft quality, γ and budget
         greedy_draft = mock.MockDraft(target, quality=quality, seed=3)
-        for g in (1, 2, 4):
-            for m in (1, 2, 5, 9):
-                for start in ([0], [1, 2]):
-                    prompt = torch.tensor(start)
-                    mine, p_s, q_s = run_mine(greedy_draft, prompt, m, g, 0.0)
-                    want = decoding.autoregressive_generate(target, prompt, m, temperature=0).tokens
-                    ref = decoding.speculative_generate(
-                        target, greedy_draft, prompt, m, g, temperature=0
-                    )
-                    case = f"(λ = {quality}, γ = {g}, {m} tokens after {start})"
-                    assert torch.equal(mine, want), (
-                        f"Exercise 2.3: greedy {case}: {mine.tolist()}, but the target alone "
-                        f"writes {want.tolist()}"
-                    )
-                    assert p_s.calls == ref.stats.target_calls, (
-                        f"Exercise 2.3: {p_s.calls} target calls {case}, but one per step is "
-                        f"{ref.stats.target_calls}"
-                    )
-                    assert p_s.positions <= len(start) + p_s.calls * (g + 1), (
-                        f"Exercise 2.3: the target scored {p_s.positions} positions {case}: do "
-                        "not re-score the accepted tokens (crop only what was rejected)"
-                    )
-                    assert q_s.positions <= len(start) + 2 * q_s.calls, (
-                        f"Exercise 2.3: the draft scored {q_s.positions} positions in "
-                        f"{q_s.calls} calls {case}: do not re-score the accepted tokens"
-                    )
+        for g, m, start in itertools.product((1, 2, 4), (1, 2, 5, 9), ([0], [1, 2])):
+            prompt = torch.tensor(start)
+            mine, p_s, q_s = run_mine(greedy_draft, prompt, m, g, 0.0)
+            want = decoding.autoregressive_generate(target, prompt, m, temperature=0).tokens
+            ref = decoding.speculative_generate(target, greedy_draft, prompt, m, g, temperature=0)
+            case = f"(λ = {quality}, γ = {g}, {m} tokens after {start})"
+            assert torch.equal(mine, want), (
+                f"Exercise 2.3: greedy {case}: {mine.tolist()}, but the target alone "
+                f"writes {want.tolist()}"
+            )
+            assert p_s.calls == ref.stats.target_calls, (
+                f"Exercise 2.3: {p_s.calls} target calls {case}, but one per step is "
+                f"{ref.stats.target_calls}"
+            )
+            assert p_s.positions <= len(start) + p_s.calls * (g + 1), (
+                f"Exercise 2.3: the target scored {p_s.positions} positions {case}: do "
+                "not re-score the accepted tokens (crop only what was rejected)"
+            )
+            assert q_s.positions <= len(start) + 2 * q_s.calls, (
+                f"Exercise 2.3: the draft scored {q_s.positions} positions in "
+                f"{q_s.calls} calls {case}: do not re-score the accepted tokens"
+            )
     seqs = [
         run_mine(draft, torch.tensor([0]), length, gamma, 1.0)[0].tolist()
         for _ in range(stats.samples_needed(tol, delta, len(law)))

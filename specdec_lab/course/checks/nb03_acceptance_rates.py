@@ -1,5 +1,5 @@
 """The check of notebooks/03_acceptance_rates.ipynb: Exercise 3.1 (every greedy step predicted
-from two forward passes). Its wrong answers: tests/wrong_answers/03_acceptance_rates.py."""
+from two forward passes)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """The checks of notebooks/04_speedup_theory.ipynb: Exercises 4.1 (the break-even α), 4.2 (the
-best γ from noisy logs) and 4.3 (choosing the draft). Their wrong answers:
-tests/wrong_answers/04_speedup_theory.py."""
+best γ from noisy logs) and 4.3 (choosing the draft)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +11,7 @@ import torch
 
 from specdec_lab import decoding, theory
 from specdec_lab.course.checks.harness import call_answer, refuse_delegation, require_prediction
+from specdec_lab.measure import capstone
 
 SPEED_CHOICES = ("faster", "slower")
 
@@ -90,26 +89,13 @@ def exercise_4_2(
         accepted=[int(t) - 1 for g in weak_steps for t in weak_steps[g]],
         gammas=[g for g in weak_steps for _ in weak_steps[g]],
     )
-    wa = weak.acceptance_rate
+    weak_logs = {g: float(t.double().mean()) for g, t in weak_steps.items()}
+    weak_se = capstone.binomial_se(weak.acceptance_rate, weak.trials)
+    weak_ok = _acceptable_gammas(weak.acceptance_rate, weak_se, 0.25)
+    cases.append((weak_logs, 0.25, 4.0, weak_ok, "a weak draft, noisy logs"))
+    c, se = t_draft / t_target, capstone.binomial_se(counts.acceptance_rate, counts.trials)
     cases.append(
-        (
-            {g: float(t.double().mean()) for g, t in weak_steps.items()},
-            0.25,
-            4.0,
-            _acceptable_gammas(wa, math.sqrt(wa * (1 - wa) / weak.trials), 0.25),
-            "a weak draft, noisy logs",
-        )
-    )
-    a = counts.acceptance_rate
-    se = math.sqrt(a * (1 - a) / counts.trials)
-    cases.append(
-        (
-            logged,
-            t_draft / t_target,
-            t_target,
-            _acceptable_gammas(a, se, t_draft / t_target),
-            "§5's logs",
-        )
+        (logged, c, t_target, _acceptable_gammas(counts.acceptance_rate, se, c), "§5's logs")
     )
     for tokens_per_call, c, t_t, ok, label in cases:
         with guard:
@@ -144,9 +130,8 @@ def exercise_4_3(
     gamma: int,
 ) -> tuple[str, int]:
     """Exercise 4.3 on worked cases where each plausible shortcut (highest α, lowest c, α − c,
-    r = 1, ranking the drafts at one γ and then tuning γ) picks another answer; then §6's drafts,
-    with the learner's `prediction` (a name of `measured`) beside the formula's choice and the
-    clock's ranking at `gamma` (`gains`: the measured speedup of each draft)."""
+    r = 1, ranking the drafts at one γ, then tuning γ) picks another answer; then §6's drafts, the
+    `prediction` beside the formula's choice and the clock's ranking at `gamma` (`gains`)."""
     worked = [  # (candidates {name: (α, c)}, r, the best (name, γ), found by searching by hand)
         ({"small": (0.55, 0.02), "mid": (0.8, 0.1), "big": (0.95, 0.5)}, 1.0, ("mid", 6)),
         ({"cheap": (0.6, 0.01), "good": (0.8, 0.2)}, 1.0, ("cheap", 7)),

@@ -1,5 +1,5 @@
 """The checks of notebooks/05_memory_vs_compute.ipynb: Exercises 5.1 (reading the knee) and 5.2
-(choosing γ for the device). Their wrong answers: tests/wrong_answers/05_memory_vs_compute.py."""
+(choosing γ for the device)."""
 
 from __future__ import annotations
 
@@ -14,23 +14,17 @@ from specdec_lab.measure import profiling
 
 # The library function that finds a knee, captured before any check can patch it.
 _FIND_KNEE = profiling.find_knee
-
-
 GAMMA_SHIFT_CHOICES = ("smaller", "the same", "larger")
-
 
 WORKED_KNEE_NAME = "worked example"
 WORKED_KNEE_KS = (1, 2, 4, 8, 16, 32, 64)
 WORKED_KNEE_FASTEST_MS = (10.0, 9.6, 10.3, 10.6, 11.4, 10.7, 19.0)
 WORKED_KNEE_MEDIAN_MS = (18.0, 9.8, 10.5, 10.9, 11.6, 11.0, 19.6)
 """Exercise 5.1's made-up sweep: the fastest and the median of three interleaved repeats at each k,
-in ms. Two of the k = 1 repeats met load, so the k = 1 median (18.0) is far above the fastest
-(10.0), while every other k's median sits within 4% of its fastest."""
-WORKED_KNEE_RATIOS = tuple(round(t / WORKED_KNEE_FASTEST_MS[0], 2) for t in WORKED_KNEE_FASTEST_MS)
-"""The worked curve read the robust way, t(k) / t(1) on the fastest repeats: 1.00 0.96 1.03 1.06
-1.14 1.07 1.90. Its fastest k is 2, it leaves a 10% band at k = 16 and dips back in at 32, so its
-knee is 8. Divided by the k = 1 median instead, the row stays under 1.09 up to k = 64: the knee
-moves to 64, "γ = 63 for free"."""
+in ms; load met two of the k = 1 repeats. Read the robust way, t(k) / t(1) on the fastest repeats
+(1.00 0.96 1.03 1.06 1.14 1.07 1.90), its fastest k is 2, it leaves a 10% band at k = 16 and dips
+back in at 32: its knee is 8. Divided by the k = 1 median (18.0) instead, the row stays under 1.09
+up to k = 64: the knee moves to 64, "γ = 63 for free"."""
 KNEE_READING_MARGIN = 0.02
 """A reading counts when it is the knee for some band edge within this of 1 + tol."""
 
@@ -45,16 +39,12 @@ def _median_reading(
     ks: list[int], median: list[float] | None, fastest: list[float], tol: float, got: int
 ) -> str | None:
     """Why `got` is wrong when it is the knee of the curve divided by the k = 1 *median*."""
-    if median is None:
-        return None
-    by_median = [t / median[0] for t in median]  # t(k) / median t(1)
-    if got != _FIND_KNEE(ks, by_median, tol):
-        return None
+    if median is None or got != _FIND_KNEE(ks, [t / median[0] for t in median], tol):
+        return None  # not the knee of t(k) / median t(1)
     return (
-        f"k = {got} is the knee of the row divided by the k = 1 median ({median[0]:.3g} ms), "
-        f"which load pushed above the fastest k = 1 repeat ({fastest[0]:.3g} ms) and which "
-        "shrinks every ratio of the row. Divide by the fastest repeat: t(k) / t(1) on the "
-        "fastest repeats"
+        f"k = {got} is the knee of the row divided by the k = 1 median ({median[0]:.3g} ms), which "
+        f"load pushed above the fastest k = 1 repeat ({fastest[0]:.3g} ms) and which shrinks every "
+        "ratio of the row. Divide by the fastest repeat: t(k) / t(1) on the fastest repeats"
     )
 
 
@@ -85,27 +75,19 @@ def exercise_5_1(
     predicted_knee: int,
     median_ms: dict[str, list[float]] | None = None,
 ) -> dict[str, int]:
-    """Exercise 5.1: the knees read off the worked sweep and off every measured curve.
-
-    The right knee of a curve is that of t(k) / t(1) on the *fastest* repeats: a row divided by
-    one k = 1 time is only as sound as that time, and load can inflate a median of three, not
-    their minimum. On the worked sweep a reading off the row divided by the k = 1 median fails
-    (its knee moves from 8 to 64). A measured curve's knee is derived from the same fastest
-    repeats the learner read (`fastest_ms`, ms at each k of `ks`), allowing for a reading within
-    `KNEE_READING_MARGIN` of the band's edge, so timing noise cannot fail a correct reading;
-    given the medians (`median_ms`), a reading that only fits the median-normalised row is told
-    so. `predicted_knee` is the roofline's prediction for the largest (last) model."""
+    """Exercise 5.1: the knees read off the worked sweep and off every measured curve, the knee of
+    t(k) / t(1) on the *fastest* repeats (`fastest_ms`, ms at each k of `ks`: load can inflate a
+    median of three, not their minimum) within `KNEE_READING_MARGIN`; given `median_ms`, a reading
+    that only fits the median-normalised row is told so. `predicted_knee`: the roofline's, for
+    the largest (last) model."""
     names = [WORKED_KNEE_NAME, *fastest_ms]
-    if not isinstance(knees, dict):
-        raise AssertionError(
-            f"Exercise 5.1: knees_5_1 must be a dict {{curve name: k}}, got {type(knees).__name__}"
-        )
-    if set(knees) != set(names):
-        raise AssertionError(
-            f"Exercise 5.1: knees_5_1 needs exactly the keys {names}, got {sorted(knees)}"
-        )
-    if any(knees[name] is None for name in names):
-        missing = [name for name in names if knees[name] is None]
+    assert isinstance(knees, dict), (
+        f"Exercise 5.1: knees_5_1 must be a dict {{curve name: k}}, got {type(knees).__name__}"
+    )
+    assert set(knees) == set(names), (
+        f"Exercise 5.1: knees_5_1 needs exactly the keys {names}, got {sorted(knees)}"
+    )
+    if missing := [name for name in names if knees[name] is None]:
         raise NotImplementedError(f"Exercise 5.1: read the knee of {missing} into knees_5_1")
     curves = {WORKED_KNEE_NAME: (list(WORKED_KNEE_KS), list(WORKED_KNEE_FASTEST_MS))}
     curves |= {name: (list(ks), list(ms)) for name, ms in fastest_ms.items()}

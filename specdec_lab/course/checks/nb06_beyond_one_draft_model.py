@@ -1,6 +1,5 @@
 """The checks of notebooks/06_beyond_one_draft_model.ipynb: Exercises 6.1 (one of k candidates
-surviving) and 6.2 (the tree attention mask). Their wrong answers:
-tests/wrong_answers/06_beyond_one_draft_model.py."""
+surviving) and 6.2 (the tree attention mask)."""
 
 from __future__ import annotations
 
@@ -33,16 +32,10 @@ def exercise_6_1(accept_any: Callable[[torch.Tensor, torch.Tensor, int], float],
     trials = 20_000
     assert abs(2 * math.exp(-2 * trials * 0.02**2) - 2.25e-7) < 0.01e-7
     for k in (2, 3):
-        hits = sum(
-            verify.multi_draft_sample(
-                torch.multinomial(q, k, replacement=True, generator=g_check),
-                q.expand(k, -1),
-                p,
-                g_check,
-            )[0]
-            < k
-            for _ in range(trials)
-        )
+        hits = 0
+        for _ in range(trials):
+            drafts = torch.multinomial(q, k, replacement=True, generator=g_check)  # (k,) x ~ q
+            hits += verify.multi_draft_sample(drafts, q.expand(k, -1), p, g_check)[0] < k
         mine = float(call_answer("6.1", accept_any, p.clone(), q.clone(), k))
         why = ""
         if abs(mine - (1 - (1 - alpha) ** k)) < 1e-6:

@@ -1,8 +1,6 @@
 """The checks of notebooks/07_engines_and_capstone.ipynb: Exercises 7.1 (α from an engine's
-counters), 7.3 (the α̂ a real engine's counters allow) and 7.2 (the capstone's plan), and
-`check_report`, which validates the arithmetic of a capstone report (one edited by hand, or
-copied from another machine, too). What they check is in `specdec_lab.measure.capstone`. Their
-wrong answers: tests/wrong_answers/07_engines_and_capstone.py."""
+counters), 7.3 (the α̂ a real engine's counters allow), 7.2 (the capstone's plan) and
+`check_report` (a capstone report's arithmetic), all against `specdec_lab.measure.capstone`."""
 
 from __future__ import annotations
 
@@ -23,6 +21,12 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= TOL * max(1.0, abs(b))
 
 
+def _alpha_of(alpha_from_counters: Callable, counters: dict[str, Any]) -> Any:
+    """The learner's α̂ of vLLM `counters`."""
+    per_position = list(counters["num_accepted_tokens_per_pos"])
+    return call_answer("7.1", alpha_from_counters, counters["num_drafts"], per_position)
+
+
 # --- Exercise 7.1 --------------------------------------------------------------------------------
 
 PREDICTION_7_1 = ("accept % is higher", "they are equal", "α̂ is higher")
@@ -37,8 +41,7 @@ LEFT_OUT = {"overhead", "varying α"}  # what speedup(α, γ, c, r) does not con
 
 
 def _counters_of(accepted: Sequence[int], gamma: int) -> tuple[dict[str, Any], float]:
-    """vLLM counters of steps that each drafted `gamma` tokens and kept `accepted[i]`, and the
-    course's α̂ of those steps."""
+    """vLLM counters of steps that each drafted `gamma` tokens and kept `accepted[i]`, and α̂."""
     stats = decoding.GenerationStats(accepted=list(accepted), gammas=[gamma] * len(accepted))
     return capstone.engine_counters(stats, gamma)["vllm"], stats.acceptance_rate
 
@@ -73,17 +76,11 @@ def exercise_7_1(
 ) -> float:
     """Exercise 7.1: α̂ from vLLM's counters on worked cases (where accept %, the first
     position's rate, an average of per-position rates and an off-by-one count of the examined
-    drafts all differ from it), then on the learner's own counters (`counters`, whose α̂ is
-    `reference_alpha`); the prediction; what speedup(α, γ, c, r) leaves out. Prints the
-    predicted speedup from α̂ and from accept % next to the `measured_speedup`."""
+    drafts all differ from it), then on the learner's own `counters` (α̂ = `reference_alpha`);
+    the prediction; what speedup(α, γ, c, r) leaves out. Prints the predictions beside the clock."""
     for label, accepted, gamma in _worked_7_1():
         vllm, want = _counters_of(accepted, gamma)
-        got = call_answer(
-            "7.1",
-            alpha_from_counters,
-            vllm["num_drafts"],
-            list(vllm["num_accepted_tokens_per_pos"]),
-        )
+        got = _alpha_of(alpha_from_counters, vllm)
         assert isinstance(got, (int, float)) and math.isfinite(got), (
             f"Exercise 7.1 ({label}): return α̂ as a number, got {got!r}"
         )
@@ -99,12 +96,7 @@ def exercise_7_1(
             f"{vllm['num_accepted_tokens_per_pos']}: α̂ is {want:.6f}, got {got:.6f}{hint}"
         )
     gamma = len(counters["num_accepted_tokens_per_pos"])
-    mine = call_answer(
-        "7.1",
-        alpha_from_counters,
-        counters["num_drafts"],
-        list(counters["num_accepted_tokens_per_pos"]),
-    )
+    mine = _alpha_of(alpha_from_counters, counters)
     assert abs(mine - reference_alpha) < 1e-9, (
         f"Exercise 7.1: on your own counters α̂ is {reference_alpha:.6f}, got {mine:.6f}"
     )
@@ -114,14 +106,13 @@ def exercise_7_1(
     assert isinstance(left_out, (set, frozenset, list, tuple)) and set(left_out) <= set(
         LEFT_OUT_OPTIONS
     ), f"Exercise 7.1: left_out_7_1 must be a set of keys of {sorted(LEFT_OUT_OPTIONS)}"
-    chosen = set(left_out)
-    inside = sorted(chosen - LEFT_OUT)
+    inside = sorted(set(left_out) - LEFT_OUT)
     assert not inside, (
         f"Exercise 7.1: {inside} are in the formula: E[tokens] = (1 − α^(γ+1)) / (1 − α) counts "
         "the target's own token, and the denominator γc + r holds the draft's and the "
         "verification's costs"
     )
-    missing = sorted(LEFT_OUT - chosen)
+    missing = sorted(LEFT_OUT - set(left_out))
     assert not missing, (
         f"Exercise 7.1: the formula also leaves out {', '.join(LEFT_OUT_OPTIONS[m] for m in missing)}"
     )
@@ -148,8 +139,7 @@ PREDICTION_7_3 = (
 
 
 def _drafts_counters(lengths: Sequence[int], accepted: Sequence[int]) -> tuple[dict, float]:
-    """vLLM's counters of drafts of the given lengths that kept `accepted[i]` tokens, and the
-    true α̂ of those drafts (each examined up to its first rejection or its end)."""
+    """vLLM's counters of drafts of `lengths` that kept `accepted[i]` tokens, and their true α̂."""
     steps = decoding.GenerationStats(accepted=list(accepted), gammas=list(lengths))
     counters = capstone.drafting_counters(steps, max(lengths))
     examined = sum(n + (n < g) for n, g in zip(accepted, lengths, strict=True))
@@ -177,17 +167,12 @@ def exercise_7_3(
 ) -> None:
     """Exercise 7.3: the α̂ an engine's counters allow, (low, high), on worked drafts of known
     lengths (where ignoring the short drafts, an uncapped or a wrongly capped count of them, and
-    accept % all go wrong), then on the quoted logs (`logs`: `capstone.parse_engine_log` of each)
-    and on the course's own prompt-lookup run (`lookup`: `capstone.drafting_counters`, whose true
-    α̂ is `lookup_alpha`); then the prediction, printed beside that run's mean acceptance length
-    and its tokens per target call."""
+    accept % all go wrong), the quoted `logs` and the course's own prompt-lookup run (`lookup`,
+    true α̂ `lookup_alpha`); then the prediction, beside that run's acceptance length."""
     guard = refuse_delegation(
         "7.3", alpha_range, {"alpha_range": (capstone, "alpha_range")}, "the interval"
     )
-    cases = []
-    for label, lengths, kept in _worked_7_3():
-        counters, true_alpha = _drafts_counters(lengths, kept)
-        cases.append((label, counters, true_alpha))
+    cases = [(label, *_drafts_counters(lengths, kept)) for label, lengths, kept in _worked_7_3()]
     cases += [(f"the {name} log", log, None) for name, log in logs.items()]
     cases.append(("your prompt-lookup run", lookup, lookup_alpha))
     for label, counters, true_alpha in cases:
@@ -278,14 +263,12 @@ def exercise_7_2(
                 f"{got['gamma']}: maximise E[tokens] / (γc + r(γ)) with r(γ) = t(γ + 1) / t(1)"
             )
         for key in capstone.PLAN_KEYS[1:]:
+            how = "the range is the speedup at α̂ − 2 SE and α̂ + 2 SE, at the same γ"
+            if key == "predicted":
+                how = "speedup(α̂, γ, c, r(γ)) with r(γ) = curve[γ]"
             assert isinstance(got[key], (int, float)) and _close(got[key], want[key]), (
                 f"Exercise 7.2 ({label}): at γ = {want['gamma']} {key} is {want[key]:.4f}, got "
-                f"{got[key]}: "
-                + (
-                    "speedup(α̂, γ, c, r(γ)) with r(γ) = curve[γ]"
-                    if key == "predicted"
-                    else "the range is the speedup at α̂ − 2 SE and α̂ + 2 SE, at the same γ"
-                )
+                f"{got[key]}: {how}"
             )
     with guard:
         plan = plan_capstone(alpha, alpha_se, c, list(curve))
@@ -320,10 +303,8 @@ def _checked_alpha(rep: dict[str, Any]) -> tuple[float, float, float]:
     )
     alpha = rep["accepted"] / rep["examined"]
     _need(_close(rep["alpha"], alpha), f"α̂ = accepted / examined = {alpha:.4f}, not {rep['alpha']}")
-    se, binomial = (
-        capstone.cluster_se(accepted, examined),
-        capstone.binomial_se(alpha, rep["examined"]),
-    )
+    se = capstone.cluster_se(accepted, examined)
+    binomial = capstone.binomial_se(alpha, rep["examined"])
     _need(
         not (_close(rep["alpha_se"], binomial) and not _close(binomial, se)),
         f"alpha_se {rep['alpha_se']:.4g} is the binomial SE, which treats every draft as an "
@@ -396,17 +377,9 @@ def _checked_clock(rep: dict[str, Any], want: dict) -> tuple[float, str]:
 
 
 def check_report(rep: dict[str, Any]) -> str:
-    """Validate a capstone report's arithmetic; return its one-line summary.
-
-    Checks that the per-prompt counts add up to the pooled ones; that α̂ follows from them and its
-    SE is the one across prompts (`cluster_se`; the binomial SE, which treats every draft as an
-    independent coin, is refused); that γ is the best one for the reported α̂, c and verification
-    curve and the predicted speedup and its interval (α̂ ± 2 SE across prompts) follow from them;
-    that each prompt's measured speedup is its plain over its speculative seconds and its
-    predicted one is speedup(its own α̂, γ, c, r(γ)); that the pooled speedup is total plain over
-    total speculative seconds; and that the verdict says where it lies against the predicted
-    interval. Raises `ReportError` with a sentence naming what does not add up.
-    """
+    """Validate a capstone report's arithmetic (α̂ and its SE across prompts from the counts; γ and
+    the predicted interval from them; the speedups and the verdict from the seconds); return its
+    one-line summary. Raises `ReportError` with a sentence naming what does not add up."""
     alpha, se, binomial = _checked_alpha(rep)
     want = _checked_plan(rep, alpha, se, binomial)
     pooled, where = _checked_clock(rep, want)
