@@ -136,7 +136,8 @@ def build_tree(
     widths: list[int] | None = [] if cfg.greedy or siblings is None else None
     frontier = [-1]  # the nodes of the current level, contiguous; -1 is the root
     for k in branching:
-        scores = draft.tree_logits(ids, tokens, parents)  # (1 + N, V)
+        scores = draft.tree_logits(ids, tokens, parents)  # (1 + N, V) the lean runtime feeds
+        # only the nodes it has not seen (the last level); transformers' re-feeds the whole tree
         logits = scores[frontier[0] + 1 : frontier[-1] + 2]  # (W, V) row 0 is the root
         width = len(frontier)
         if cfg.greedy:
@@ -232,8 +233,11 @@ def verify_tree_on_device(
 ) -> Verdict:
     """`tree_greedy` or `tree_sample` (with `multi_draft_sample`) on the device, read by ONE
     host sync, for a tree with a fixed layout (`tree.widths`). Every node of a level is verified
-    at once; nodes off the walk spend coins nobody reads, so the output law is `tree_sample`'s
-    (the draws are not). Raises ValueError, after the sync, for bad inputs."""
+    at once: greedy, its first child equal to the target's argmax; sampling, recursive rejection
+    over its children (empty slots never accepted), then one token per node from what is left
+    (the last residual, or p at a leaf: the bonus). The walk from the root only reads these
+    outcomes; nodes off it spend coins nobody reads, so the output law is `tree_sample`'s (the
+    draws are not). Raises ValueError, after the sync, for bad inputs."""
     widths = tree.widths
     if widths is None:
         raise ValueError("verify_tree_on_device needs a tree drafted level by level (widths)")
