@@ -235,18 +235,21 @@ def main(argv: list[str] | None = None) -> int:
 def _planned_dtype(pair, ids: torch.Tensor, args) -> tuple[object, plan.Plan]:
     """The pair in the dtype that the plan expects to decode fastest (`plan.choose_dtype`): its
     default (bfloat16 on a CPU that computes it natively) or float32, each planned at the first
-    temperature. Returns that pair and its plan."""
+    temperature, their costs timed in the same interleaved rounds. Returns that pair and its plan."""
     other = load_pair(args.pair, pair.device, torch.float32, target=args.target, draft=args.draft)
     pairs = {pair.dtype: pair, torch.float32: other}
-    plans = {
-        dtype: plan.make_plan(
-            *(p.target, plan.pair_candidates(p, args.runtime), ids, args.temperatures[0]),
-            p.vocab_size,
-            seed=args.seed,
-            trees=None if args.gamma else {"draft model": p.draft},
-        )
-        for dtype, p in pairs.items()
+    setups = {
+        dtype: (p.target, plan.pair_candidates(p, args.runtime)) for dtype, p in pairs.items()
     }
+    costs = plan.measure_costs_together(setups, ids, vocab_size=pair.vocab_size)
+    plans = {}
+    for dtype, (target, candidates) in setups.items():
+        trees = None if args.gamma else {"draft model": pairs[dtype].draft}
+        plans[dtype] = plan.make_plan(
+            *(target, candidates, ids, args.temperatures[0], pair.vocab_size, costs[dtype]),
+            seed=args.seed,
+            trees=trees,
+        )
     chosen = plan.choose_dtype(plans)
     print(f"dtype, planned at T = {args.temperatures[0]:g}:")
     for dtype, planned in plans.items():

@@ -163,14 +163,32 @@ def measure_costs(
     repeats: int = 5,
     vocab_size: int | None = None,
 ) -> Costs:
-    """r(k) and c from one set of interleaved rounds (`_forward_and_step_costs`)."""
-    t = _forward_and_step_costs(target_model, candidates, ids, max_tokens, repeats, vocab_size)
-    t1 = t["target", 1]
-    return Costs(
-        tuple(t["target", k] / t1 for k in range(1, max_tokens + 1)),
-        {name: t["step", name] / t1 for name in candidates},
-        1e3 * t1,
-    )
+    """r(k) and c from one set of interleaved rounds (`measure_costs_together` of one setup)."""
+    setups = {None: (target_model, candidates)}
+    return measure_costs_together(setups, ids, max_tokens, repeats, vocab_size)[None]
+
+
+def measure_costs_together(
+    setups: dict[object, tuple[object, dict[str, Candidate]]],
+    ids: torch.Tensor,
+    max_tokens: int = 9,
+    repeats: int = 5,
+    vocab_size: int | None = None,
+) -> dict[object, Costs]:
+    """The costs of several setups ({key: (target model, candidates)}, say one pair in two
+    dtypes) from the same interleaved rounds, so a change in the machine's speed reaches all."""
+    calls, croppers = {}, {}  # (key, "target", k) or (key, "step", name) -> a call; its rollback
+    for key, (target_model, candidates) in setups.items():
+        device = _cost_calls(
+            calls, croppers, key, target_model, candidates, ids, max_tokens, vocab_size
+        )
+    t = timing.interleaved(calls, repeats, device, before=lambda call: croppers[call]())
+    out = {}
+    for key, (_, candidates) in setups.items():
+        t1 = t[key, "target", 1]
+        r = tuple(t[key, "target", k] / t1 for k in range(1, max_tokens + 1))
+        out[key] = Costs(r, {name: t[key, "step", name] / t1 for name in candidates}, 1e3 * t1)
+    return out
 
 
 def pair_candidates(pair, runtime: str = sessions.DEFAULT_RUNTIME) -> dict[str, Candidate]:
@@ -190,39 +208,28 @@ def pair_candidates(pair, runtime: str = sessions.DEFAULT_RUNTIME) -> dict[str, 
     return out
 
 
-def _forward_and_step_costs(
-    target_model,
-    candidates: dict[str, Candidate],
-    ids: torch.Tensor,
-    max_tokens: int,
-    repeats: int,
-    vocab_size: int | None = None,
-) -> dict[tuple[str, object], float]:
-    """Seconds of the target's forward over k = 1..max_tokens tokens after `ids` (keys
-    ("target", k)) and of one drafting step of each candidate after `ids` (("step", name)),
-    all in one set of interleaved rounds."""
+def _cost_calls(
+    calls: dict, croppers: dict, key, target_model, candidates, ids, max_tokens, vocab_size
+) -> torch.device:
+    """Add to `calls` the target's forward over k = 1..max_tokens tokens after `ids` and one
+    drafting step of each candidate, and to `croppers` their rollbacks; returns the device."""
     session = sessions.open_session(target_model, vocab_size)
     ids = ids.to(session.device)  # where the loop keeps them
     prefix = ids.shape[0]
-    extra = ids.new_zeros(max_tokens)  # any tokens: the cost does not read them
-    longer = torch.cat([ids, extra])
+    longer = torch.cat([ids, ids.new_zeros(max_tokens)])  # any tokens: the cost does not read them
     session.logits(ids)
-    calls: dict[tuple[str, object], Callable[[], object]] = {
-        ("target", k): partial(session.logits, longer[: prefix + k])
-        for k in range(1, max_tokens + 1)
-    }
-    croppers: dict[tuple[str, object], Callable[[], None]] = {
-        key: partial(session.crop, prefix) for key in calls
-    }
+    for k in range(1, max_tokens + 1):
+        calls[key, "target", k] = partial(session.logits, longer[: prefix + k])
+        croppers[key, "target", k] = partial(session.crop, prefix)
     greedy = SamplingConfig(0.0)
     for name, make in candidates.items():
         target, drafter = make()
         if getattr(drafter, "target", None) is target:  # a head reads its session's hidden states
             target.logits(ids)
-        calls["step", name] = partial(drafter.propose, ids, 1, greedy, None)
+        calls[key, "step", name] = partial(drafter.propose, ids, 1, greedy, None)
         crop = getattr(drafter, "crop", None)  # a draft model's cache: feed one token each time
-        croppers["step", name] = partial(crop, prefix - 1) if crop else lambda: None
-    return timing.interleaved(calls, repeats, session.device, before=lambda key: croppers[key]())
+        croppers[key, "step", name] = partial(crop, prefix - 1) if crop else lambda: None
+    return session.device
 
 
 def probe_alpha(

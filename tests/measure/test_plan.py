@@ -98,3 +98,23 @@ def test_the_dtype_is_the_one_expected_to_decode_fastest() -> None:
     assert plan.choose_dtype(plans) == torch.float32  # not the faster forward alone
     plans[torch.float32] = planned(1.0, 70.0)  # nothing gains in float32, and it is slower
     assert plan.choose_dtype(plans) == torch.bfloat16
+
+
+def test_setups_are_timed_in_the_same_interleaved_rounds(micro, monkeypatch) -> None:
+    sweeps = []  # the keys of each call of timing.interleaved
+    real = plan.timing.interleaved
+
+    def spy(calls, *args, **kwargs):
+        sweeps.append(set(calls))
+        return real(calls, *args, **kwargs)
+
+    monkeypatch.setattr(plan.timing, "interleaved", spy)
+    setups = {"a": (micro, _candidates(micro)), "b": (micro, {"x": _candidates(micro)["itself"]})}
+    costs = plan.measure_costs_together(setups, IDS, max_tokens=3, repeats=1)
+    assert len(sweeps) == 1  # one sweep: a drift of the machine's speed reaches both setups
+    assert {key[0] for key in sweeps[0]} == {"a", "b"}
+    assert set(costs["a"].c) == {"itself", "slow"} and set(costs["b"].c) == {"x"}
+    assert all(len(c.verify_cost) == 3 and c.verify_cost[0] == 1.0 for c in costs.values())
+    assert costs["a"].c["slow"] > 2  # the 30 ms sleep is charged to its own setup's step
+    one = plan.measure_costs(micro, _candidates(micro), IDS, max_tokens=3, repeats=1)
+    assert set(one.c) == {"itself", "slow"} and len(sweeps) == 2
