@@ -7,9 +7,12 @@ import dataclasses
 import re
 from pathlib import Path
 
+import torch
+
 from specdec_lab import data, env, models
 from specdec_lab.cli import vocab_cost as vocab_cost_cli
-from specdec_lab.measure import bench, records
+from specdec_lab.measure import bench, plan, records
+from specdec_lab.measure.bench_plan import bench_runtimes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the first is the reference",
     )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI and dry runs")
+    parser.add_argument("--no-plan", action="store_true", help="no row (or dtype) from the plan")
     parser.add_argument("--no-hf", action="store_true", help="skip transformers' own generate")
     parser.add_argument(
         "--threads", type=int, default=1, help="CPU threads (default 1; 0 = torch's default)"
@@ -65,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     env.set_cpu_threads(args.threads or None)
     pair = models.load_pair(args.pair, device, args.dtype, target=args.target, draft=args.draft)
     prompts = [pair.encode(p["text"]) for p in data.load_prompts(cfg.domain, cfg.n_prompts)]
+    plans = None
+    if not args.no_plan:
+        pair, plans = _planned(pair, prompts[0], cfg, args)
     info = env.device_info(device)
     print(pair.describe())
     print(
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(prompts)} {cfg.domain} prompts x {cfg.max_new_tokens} new tokens, greedy"
         f"{', then ' + temps + ' (seeded)' if temps else ''}, {cfg.statistic}\n"
     )
-    rows, costs = bench.run_bench(pair, prompts, cfg)
+    rows, costs = bench.run_bench(pair, prompts, cfg, plans=plans)
     print(bench.format_table(rows, costs))
     note = bench.reduced_precision_note(rows, pair.dtype)
     if note:
@@ -89,7 +96,28 @@ def main(argv: list[str] | None = None) -> int:
     tag = "smoke" if args.smoke else cfg.domain
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", pair.name).strip("-")
     out = args.out or data.RESULTS_DIR / f"bench-{info['device'].split(':')[0]}-{slug}-{tag}.json"
-    record = bench.to_record(pair, cfg, rows, costs, headline)
+    record = bench.to_record(pair, cfg, rows, costs, headline, plans)
     path = records.save_results(out, record, device)
     print(f"wrote {path}")
     return 0
+
+
+def _planned(pair, ids, cfg, args) -> tuple[models.Pair, dict[float, plan.Plan]]:
+    """The course's plan (`measure.plan`) at every temperature, made on the first prompt with
+    α probed over the bench's own length. Where the pair's default dtype is not float32 and
+    `--dtype` is not given, float32 is planned too, and the pair runs in the dtype expected to
+    decode greedy fastest (`plan.choose_dtype`). Returns that pair and its plans."""
+    pairs = {pair.dtype: pair}
+    if args.dtype is None and pair.dtype != torch.float32:
+        load = dict(target=args.target, draft=args.draft)
+        pairs[torch.float32] = models.load_pair(args.pair, pair.device, torch.float32, **load)
+    temperatures = [0.0, *cfg.temperatures]
+    runtime = bench_runtimes(pair, cfg)[0]
+    plans = plan.plan_pairs(pairs, ids, temperatures, runtime, cfg.seed, cfg.max_new_tokens)
+    chosen = plan.choose_dtype({dtype: by_t[0.0] for dtype, by_t in plans.items()})
+    if len(plans) > 1:
+        greedy = {dtype: by_t[0.0] for dtype, by_t in plans.items()}
+        print(f"dtype, planned greedy:\n{plan.describe_dtypes(greedy, chosen)}")
+    for t, planned in plans[chosen].items():
+        print(f"plan, {'greedy' if t == 0 else f'T = {t:g}'}:\n{planned.describe()}")
+    return pairs[chosen], plans[chosen]

@@ -238,27 +238,11 @@ def _planned_dtype(pair, ids: torch.Tensor, args) -> tuple[object, plan.Plan]:
     temperature, their costs timed in the same interleaved rounds. Returns that pair and its plan."""
     other = load_pair(args.pair, pair.device, torch.float32, target=args.target, draft=args.draft)
     pairs = {pair.dtype: pair, torch.float32: other}
-    setups = {
-        dtype: (p.target, plan.pair_candidates(p, args.runtime)) for dtype, p in pairs.items()
-    }
-    costs = plan.measure_costs_together(setups, ids, vocab_size=pair.vocab_size)
-    plans = {}
-    for dtype, (target, candidates) in setups.items():
-        trees = None if args.gamma else {"draft model": pairs[dtype].draft}
-        plans[dtype] = plan.make_plan(
-            *(target, candidates, ids, args.temperatures[0], pair.vocab_size, costs[dtype]),
-            seed=args.seed,
-            trees=trees,
-        )
+    t = args.temperatures[0]
+    plans = plan.plan_pairs(pairs, ids, [t], args.runtime, args.seed, trees=not args.gamma)
+    plans = {dtype: by_t[t] for dtype, by_t in plans.items()}
     chosen = plan.choose_dtype(plans)
-    print(f"dtype, planned at T = {args.temperatures[0]:g}:")
-    for dtype, planned in plans.items():
-        rate = 1e3 * planned.predicted / planned.costs.t1_ms
-        print(
-            f"  {str(dtype).removeprefix('torch.')}: t(1) = {planned.costs.t1_ms:.1f} ms, "
-            f"expected {planned.predicted:.2f}x -> {rate:.0f} tokens/s"
-            + ("   <- chosen" if dtype == chosen else "")
-        )
+    print(f"dtype, planned at T = {t:g}:\n{plan.describe_dtypes(plans, chosen)}")
     return pairs[chosen], plans[chosen]
 
 

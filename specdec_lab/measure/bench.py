@@ -79,13 +79,13 @@ def _run_ours(
     drafts with a fresh (target, drafter)."""
     gen = torch.Generator().manual_seed(cfg.seed + i)
     kw = dict(temperature=method.temperature, generator=gen, vocab_size=pair.vocab_size)
-    if method.kind is Kind.AUTOREGRESSIVE:
+    if method.make is None:  # autoregressive (a plan of plain decoding too)
         out = decoding.autoregressive_generate(
             pair.target, ids, cfg.max_new_tokens, runtime=method.runtime, **kw
         )
     else:
         session, drafter = method.make(pair, method.runtime)
-        if method.kind is Kind.TREE:
+        if method.branching is not None:
             generate, shape = tree.tree_speculative_generate, method.branching
         else:
             generate, shape = decoding.speculative_generate, method.gamma
@@ -236,7 +236,7 @@ def output_tokens(output: Any) -> list[int]:
 
 def _measured_row(method: Method, timed: Timed, tokens: Sequence[list[int]]) -> Row:
     """The row of one timed method, with what its runs alone tell (no comparisons yet)."""
-    chain = method.kind is Kind.SPECULATIVE
+    chain = method.kind in (Kind.SPECULATIVE, Kind.PLANNED) and method.branching is None
     row = Row(
         method.name,
         timed.tokens_per_s,
@@ -247,6 +247,7 @@ def _measured_row(method: Method, timed: Timed, tokens: Sequence[list[int]]) -> 
         prompt_tokens_per_s=timed.prompt_rates,
         repeated_4grams=statistics.median(map(repeated_ngram_fraction, tokens)),
         kind=method.kind.value,
+        predicted=method.predicted,  # the plan's; a chain's is set from its run (`derive`)
     )
     pooled = timed.stats
     if pooled is not None:
@@ -311,17 +312,23 @@ def derive(
 
 
 def run_bench(
-    pair: Pair, prompts: list[torch.Tensor], cfg: BenchConfig, progress: bool = True
+    pair: Pair,
+    prompts: list[torch.Tensor],
+    cfg: BenchConfig,
+    progress: bool = True,
+    plans: Mapping[float, Any] | None = None,
 ) -> tuple[list[Row], dict[str, dict[str, float]]]:
-    """Measure every method on `prompts` ((L,) ids each). Returns (rows, costs): costs are
+    """Measure every method on `prompts` ((L,) ids each), with the choices of `plans`
+    ({temperature: `measure.plan.Plan`}) as rows of their own. Returns (rows, costs): costs are
     `timing.measure_c` per runtime at the best greedy chain's γ. Raises ValueError before any
     forward when a prompt + max_new_tokens exceeds the pair's positions."""
     longest = max(len(p) for p in prompts)
     inputs.check_positions([pair.target, pair.draft], longest, cfg.max_new_tokens)
     runtimes = bench_runtimes(pair, cfg)
-    measured = run_methods(plan(pair, cfg), pair, prompts, cfg, progress)
+    measured = run_methods(plan(pair, cfg, plans), pair, prompts, cfg, progress)
     rows = derive(measured, pair.dtype, runtimes[0])
-    best = max((r for r in rows if r.gamma and r.temperature == 0), key=lambda r: r.tokens_per_s)
+    chains = [r for r in rows if r.kind == Kind.SPECULATIVE and r.temperature == 0]
+    best = max(chains, key=lambda r: r.tokens_per_s)
     return rows, {rt: timing.measure_c(pair, best.gamma, rt) for rt in runtimes}
 
 
@@ -331,9 +338,11 @@ def to_record(
     rows: Sequence[Row],
     costs: dict[str, dict[str, float]],
     summary: dict[str, Any],
+    plans: Mapping[float, Any] | None = None,
 ) -> dict[str, Any]:
     """The results of one bench for `records.save_results`; `markdown_table` reads it back."""
     return {
+        "plans": {f"{t:g}": dataclasses.asdict(p) for t, p in (plans or {}).items()},
         "pair": pair.describe(),
         "dtype": str(pair.dtype).removeprefix("torch."),
         "config": {**dataclasses.asdict(cfg), "statistic": cfg.statistic},

@@ -1,9 +1,9 @@
 """The bench's plan: its configuration and every method it times, as data (`Method`).
 
-`plan(pair, cfg)` lists the methods in the order `bench.run_methods` times them, which is the
-rows' order: our greedy methods (autoregressive and every γ per runtime, the other drafters and
-the tree), transformers' generate, assisted generation and prompt lookup, then ours at each
-sampling temperature. A drafted method carries its maker, `make(pair, runtime) -> (target,
+`plan(pair, cfg, plans)` lists the methods in the order `bench.run_methods` times them, which is
+the rows' order: our greedy methods (autoregressive and every γ per runtime, the other drafters,
+the tree and the course's own plan, `measure.plan`), transformers' generate, assisted generation
+and prompt lookup, then ours at each sampling temperature. A drafted method carries its maker, `make(pair, runtime) -> (target,
 drafter)`, called afresh for every run, which opens the method's sessions on its runtime.
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 
 from specdec_lab import drafters, heads
 from specdec_lab.engine import llama, sessions
+from specdec_lab.measure.plan import Plan
 from specdec_lab.models import Pair
 
 
@@ -49,6 +50,7 @@ class Kind(str, enum.Enum):
     SPECULATIVE = "ours speculative"  # a chain of γ drafts from the draft model
     DRAFTER = "ours other drafter"  # prompt lookup, heuristic γ, lookup-else-draft, draft head
     TREE = "tree"  # ours too: a token tree from the draft model
+    PLANNED = "ours planned"  # what `measure.plan` chose: a drafter's chain at its γ, or a tree
     TRANSFORMERS = "transformers"  # transformers' own generate
 
     @property
@@ -80,6 +82,7 @@ class Method:
     hf_settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
     hf_assisted: Mapping[str, Any] = field(default_factory=dict, hash=False)  # generate() kwargs
     skip: str | None = None  # why it cannot run here (then it is reported, not timed)
+    predicted: float | None = None  # the plan's expected speedup (planned methods)
 
     @property
     def ours(self) -> bool:
@@ -139,9 +142,30 @@ def _other_drafters(pair: Pair) -> list[tuple[str, int, Maker]]:
         ("lookup, else draft γ=6", 6, _lookup_then_model_pair),
     ]
     if pair.head_dir is not None:
-        head = heads.load_head(pair.head_dir, pair.device, pair.dtype)
-        out.append(("draft head γ=4", 4, functools.partial(_head_pair, head=head)))
+        out.append(("draft head γ=4", 4, _head_maker(pair)))
     return out
+
+
+def _head_maker(pair: Pair) -> Maker:
+    head = heads.load_head(pair.head_dir, pair.device, pair.dtype)
+    return functools.partial(_head_pair, head=head)
+
+
+def planned_method(pair: Pair, planned: Plan, temperature: float, runtime: str) -> Method:
+    """The plan's choice at `temperature` as a method: its drafter's chain at its γ, the draft
+    model's token tree, or plain decoding where no drafter is expected to gain."""
+    if planned.drafter is None:
+        name = display_name("planned: plain decoding", temperature, runtime)
+        return Method(name, Kind.PLANNED, temperature, runtime=runtime, predicted=1.0)
+    make = _head_maker(pair) if planned.drafter == "draft head" else _chain_pair
+    how = (
+        f"γ={planned.gamma}" if planned.tree is None else "tree " + "-".join(map(str, planned.tree))
+    )
+    name = display_name(f"planned: {planned.drafter} {how}", temperature, runtime)
+    return Method(
+        *(name, Kind.PLANNED, temperature, planned.gamma, planned.tree, runtime, make),
+        predicted=planned.predicted,
+    )
 
 
 def _ours_at(
@@ -185,16 +209,23 @@ def _transformers_methods(pair: Pair) -> list[Method]:
     ]
 
 
-def plan(pair: Pair, cfg: BenchConfig) -> list[Method]:
+def plan(pair: Pair, cfg: BenchConfig, plans: Mapping[float, Plan] | None = None) -> list[Method]:
     """Every method the bench times, in the order it times them (and the rows' order): our
-    greedy methods, transformers' (if `cfg.hf`), then ours at each of `cfg.temperatures`."""
+    greedy methods, transformers' (if `cfg.hf`), then ours at each of `cfg.temperatures`; at each
+    temperature in `plans` ({temperature: `measure.plan.Plan`}) also the plan's choice, last."""
     runtimes = bench_runtimes(pair, cfg)
     others = _other_drafters(pair) if cfg.methods else []
-    methods = _ours_at(0.0, runtimes, cfg.gammas, others, cfg.methods)
+    plans = plans or {}
+
+    def ours_at(t: float) -> list[Method]:
+        out = _ours_at(t, runtimes, cfg.gammas, others, cfg.methods)
+        return out + ([planned_method(pair, plans[t], t, runtimes[0])] if t in plans else [])
+
+    methods = ours_at(0.0)
     if cfg.hf:
         methods += _transformers_methods(pair)
     for t in cfg.temperatures:
-        methods += _ours_at(t, runtimes, cfg.gammas, others, cfg.methods)
+        methods += ours_at(t)
     return methods
 
 

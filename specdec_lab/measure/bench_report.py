@@ -31,7 +31,7 @@ class Row:
     c: float | None = None  # draft forward time / target one-token forward time, in the loop
     verify_cost: float | None = None  # target forward over γ+1 tokens / over one token
     speedup: float | None = None  # over our autoregressive decoding (first runtime), same T
-    predicted: float | None = None  # Leviathan's formula with this run's α and c
+    predicted: float | None = None  # Leviathan's formula at this run's α and c; planned: the plan's
     predicted_verify: float | None = None  # ... with the measured verify cost instead of 1
     samples: list[float] = field(default_factory=list)  # tokens/s of each repeat
     prompt_tokens_per_s: list[float] = field(default_factory=list)  # per prompt, fastest repeat
@@ -69,7 +69,9 @@ al.); pred+verify replaces the paper's free verification (the +1) by the measure
 cost. Speedups are over our autoregressive decoding on the first runtime at the same
 temperature. repeated 4-grams: median over outputs of the fraction of 4-grams that repeat
 an earlier one. differ: greedy outputs (prompts x repeats) not equal to autoregressive
-decoding's. lean = our forward with a preallocated KV cache (engine.llama); hf =
+decoding's. planned: the course's own plan (measure.plan), made on the first prompt before
+the bench; its predicted is the plan's expected speedup from probed α and measured c and
+r(k). lean = our forward with a preallocated KV cache (engine.llama); hf =
 transformers' eager forward with a DynamicCache.""".splitlines()
 
 
@@ -137,6 +139,11 @@ def summarize(rows: list[Row]) -> dict[str, float]:
         out["speedup_vs_hf_generate"] = best.tokens_per_s / generate.tokens_per_s
         out["ours_ar_vs_hf_generate"] = rows[0].tokens_per_s / generate.tokens_per_s
     out["measured_over_predicted"] = best.ratio
+    for r in rows:
+        if r.kind == Kind.PLANNED:
+            out[f"planned_T{r.temperature:g}"] = r.method
+            out[f"planned_speedup_T{r.temperature:g}"] = r.speedup
+            out[f"planned_measured_over_predicted_T{r.temperature:g}"] = r.ratio
     for t in sorted({r.temperature for r in ours if r.temperature > 0}):
         top = max((r for r in ours if r.temperature == t), key=lambda r: r.tokens_per_s)
         out[f"best_T{t:g}"] = top.method
@@ -207,7 +214,14 @@ def markdown_table(record: dict) -> str:
         for prefix in ("autoregressive", "speculative"):
             greedy, sampled = (_saved_cell(_fastest_saved(rows, prefix, t, rt)) for t in (0.0, 1.0))
             lines.append(f"| {prefix} (ours) | {rt} | {greedy} | {sampled} |")
-    for prefix in ("prompt lookup", "heuristic", "lookup, else draft", "draft head", "tree"):
+    for prefix in (
+        "prompt lookup",
+        "heuristic",
+        "lookup, else draft",
+        "draft head",
+        "tree",
+        "planned",
+    ):
         greedy, sampled = _fastest_saved(rows, prefix, 0.0), _fastest_saved(rows, prefix, 1.0)
         if greedy is not None:
             name = greedy["method"].split(" (ours")[0]

@@ -155,6 +155,48 @@ def choose_dtype(plans: dict[torch.dtype, Plan]) -> torch.dtype:
     return max(plans, key=lambda dtype: plans[dtype].predicted / plans[dtype].costs.t1_ms)
 
 
+def plan_pairs(
+    pairs: dict[object, object],
+    ids: torch.Tensor,
+    temperatures: list[float],
+    runtime: str = sessions.DEFAULT_RUNTIME,
+    seed: int = 0,
+    probe_tokens: int = 32,
+    trees: bool = True,
+) -> dict[object, dict[float, Plan]]:
+    """{key: {temperature: plan}} for loaded pairs ({key: pair}, say one pair in two dtypes),
+    their costs timed in the same interleaved rounds and α probed per temperature; `trees`
+    also weighs a token tree of each pair's draft model."""
+    setups = {key: (p.target, pair_candidates(p, runtime)) for key, p in pairs.items()}
+    vocab_size = next(iter(pairs.values())).vocab_size
+    costs = measure_costs_together(setups, ids, vocab_size=vocab_size)
+    return {
+        key: {
+            t: make_plan(
+                *(target, candidates, ids, t, vocab_size, costs[key]),
+                probe_tokens=probe_tokens,
+                seed=seed,
+                trees={"draft model": pairs[key].draft} if trees else None,
+            )
+            for t in temperatures
+        }
+        for key, (target, candidates) in setups.items()
+    }
+
+
+def describe_dtypes(plans: dict[torch.dtype, Plan], chosen: torch.dtype) -> str:
+    """One line per dtype's plan: t(1), the expected speedup and tokens per second."""
+    lines = []
+    for dtype, planned in plans.items():
+        rate = 1e3 * planned.predicted / planned.costs.t1_ms
+        lines.append(
+            f"  {str(dtype).removeprefix('torch.')}: t(1) = {planned.costs.t1_ms:.1f} ms, "
+            f"expected {planned.predicted:.2f}x -> {rate:.0f} tokens/s"
+            + ("   <- chosen" if dtype == chosen else "")
+        )
+    return "\n".join(lines)
+
+
 def measure_costs(
     target_model,
     candidates: dict[str, Candidate],

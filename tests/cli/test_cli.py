@@ -16,6 +16,7 @@ from specdec_lab.data import MODELS_DIR
 from specdec_lab.engine import sessions
 from specdec_lab.measure import bench, records
 from specdec_lab.measure.bench_plan import Kind, Method, plan
+from specdec_lab.measure.plan import Costs, Plan
 from specdec_lab.models import Pair
 
 
@@ -302,6 +303,72 @@ def test_bench_markdown_renders_a_saved_record(tmp_path, capsys) -> None:
     assert "16 tokens, medians of 1." in bench.markdown_table(saved)
 
 
+def test_bench_times_the_plans_choice_beside_its_prediction(tmp_path) -> None:
+    """Each temperature's plan is a row of its own, after our other rows at that temperature: its
+    drafter's chain at its γ, a token tree, or plain decoding. Its predicted column is the plan's
+    expected speedup, and the record keeps the plans."""
+    pair = _tiny_pair()  # a perfect draft: every token accepted
+    costs = Costs((1.0, 1.1, 1.2, 1.3), {"draft model": 0.2}, 5.0)
+    plans = {
+        0.0: Plan("draft model", 2, 1.7, {"draft model": 1.0}, costs, 0.0),
+        0.7: Plan(None, 0, 1.0, {"draft model": 0.1}, costs, 0.0),
+        1.0: Plan("draft model", 2, 2.1, {"draft model": 1.0}, costs, 0.0, tree=(2, 1)),
+    }
+    ids = [torch.tensor([1, 2, 3])]
+    rows, _ = bench.run_bench(pair, ids, bench.QUICK, progress=False, plans=plans)
+    planned = [r for r in rows if r.kind == Kind.PLANNED]
+    assert [r.method for r in planned] == [
+        "planned: draft model γ=2 (ours, lean)",
+        "planned: plain decoding T=0.7 (ours, lean)",
+        "planned: draft model tree 2-1 T=1 (ours, lean)",
+    ]
+    assert [r.predicted for r in planned] == [1.7, 1.0, 2.1]
+    chain, plain, token_tree = planned
+    assert chain.gamma == 2 and chain.tokens_per_call == 16 / math.ceil(16 / 3)
+    assert chain.mismatches == 0 and chain.ratio == chain.speedup / 1.7
+    assert plain.tokens_per_call == 1.0 and plain.alpha is None and plain.temperature == 0.7
+    assert token_tree.gamma is None and token_tree.tokens_per_call == 16 / math.ceil(16 / 3)
+    for row in planned:
+        later = rows[rows.index(row) + 1 :]
+        assert all(r.temperature != row.temperature for r in later if Kind(r.kind).ours)
+    summary = bench.summarize(rows)
+    assert summary["planned_T1"] == token_tree.method
+    assert summary["planned_measured_over_predicted_T1"] == token_tree.ratio
+    record = bench.to_record(pair, bench.QUICK, rows, {}, summary, plans)
+    assert record["plans"]["1"]["tree"] == (2, 1) and record["plans"]["0.7"]["drafter"] is None
+    path = records.save_results(tmp_path / "bench.json", record, "cpu")
+    assert "| planned: draft model γ=2 | lean | " in bench.markdown_table(
+        records.load_results(path)
+    )
+
+
+@pytest.mark.skipif(not (MODELS_DIR / "head" / "head.json").exists(), reason="no embedded head")
+def test_bench_plans_the_dtype_and_runs_the_plan(capsys, monkeypatch, tmp_path) -> None:
+    # the embedded pair, as if it were smollm2-local on a CPU that computes bfloat16 natively
+    monkeypatch.setattr(models.pairs, "pair_dtype", lambda name, device="cpu": torch.bfloat16)
+    out_json = tmp_path / "bench.json"
+    argv = ["bench", "--pair", "embedded", "--smoke", "--no-hf", "--temperatures", "1"]
+    assert main([*argv, "--out", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"  (bfloat16|float32): t\(1\) = ([\d.]+) ms, expected ([\d.]+)x", out)
+    assert [dtype for dtype, _, _ in rows] == ["bfloat16", "float32"]
+    chosen = re.search(r"  (\w+): .*<- chosen", out).group(1)
+    assert f"torch.{chosen} on " in out and "plan, greedy:" in out and "plan, T = 1:" in out
+    saved = records.load_results(out_json)["results"]
+    assert saved["dtype"] == chosen and set(saved["plans"]) == {"0", "1"}
+    for t, planned in saved["plans"].items():
+        (row,) = [
+            r for r in saved["rows"] if r["kind"] == Kind.PLANNED and r["temperature"] == float(t)
+        ]
+        assert row["predicted"] == planned["predicted"]
+        assert row["method"].startswith(f"planned: {planned['drafter'] or 'plain decoding'}")
+    assert main([*argv, "--no-plan", "--out", str(out_json)]) == 0
+    assert "plan," not in capsys.readouterr().out
+    assert not [
+        r for r in records.load_results(out_json)["results"]["rows"] if r["kind"] == Kind.PLANNED
+    ]
+
+
 def test_readme_speed_table_is_the_recorded_one() -> None:
     """The speed table (docs/speed.md, linked from the README) is generated from the bench
     record it names."""
@@ -318,7 +385,7 @@ def test_bench_runs_the_runtimes_it_is_told(monkeypatch) -> None:
     class Stop(Exception):
         pass
 
-    def capture(pair, prompts, cfg):
+    def capture(pair, prompts, cfg, **kwargs):
         seen["runtimes"] = cfg.runtimes
         raise Stop
 
