@@ -1,5 +1,32 @@
 """Command-line tools: argparse and printing only, each a `main(argv) -> int` that
-`python -m specdec_lab <command>` dispatches to (see `specdec_lab.__main__`).
+`python -m specdec_lab <command>` dispatches to (see `specdec_lab.__main__`), and the plan that
+the demo and the bench both make (`planned_pair`).
 
 May import: everything.
 """
+
+from __future__ import annotations
+
+import torch
+
+from specdec_lab import models
+from specdec_lab.measure import plan
+
+
+def planned_pair(pair, ids, args, temperatures, runtime, probe_tokens=32):
+    """`pair`'s plans ({temperature: `measure.plan.Plan`}) at `temperatures`, made on `ids`.
+    Where the pair's default dtype is not float32 and `args.dtype` is not given, float32 is
+    planned too, timed in the same rounds, and the pair is kept in the dtype expected to decode
+    fastest at the first temperature (`plan.choose_dtype`); the two are printed. Returns that pair
+    and its plans. A `--gamma` given leaves token trees out."""
+    pairs = {pair.dtype: pair}
+    if args.dtype is None and pair.dtype != torch.float32:
+        load = dict(target=args.target, draft=args.draft)
+        pairs[torch.float32] = models.load_pair(args.pair, pair.device, torch.float32, **load)
+    trees = not getattr(args, "gamma", None)
+    plans = plan.plan_pairs(pairs, ids, temperatures, runtime, args.seed, probe_tokens, trees)
+    first = {dtype: by_t[temperatures[0]] for dtype, by_t in plans.items()}
+    chosen = plan.choose_dtype(first)
+    if len(plans) > 1:
+        print(f"dtype, planned at T = {temperatures[0]:g}:\n{plan.describe_dtypes(first, chosen)}")
+    return pairs[chosen], plans[chosen]

@@ -7,11 +7,10 @@ import dataclasses
 import re
 from pathlib import Path
 
-import torch
-
 from specdec_lab import data, env, models
+from specdec_lab.cli import planned_pair
 from specdec_lab.cli import vocab_cost as vocab_cost_cli
-from specdec_lab.measure import bench, plan, records
+from specdec_lab.measure import bench, records
 from specdec_lab.measure.bench_plan import bench_runtimes
 
 
@@ -70,8 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     pair = models.load_pair(args.pair, device, args.dtype, target=args.target, draft=args.draft)
     prompts = [pair.encode(p["text"]) for p in data.load_prompts(cfg.domain, cfg.n_prompts)]
     plans = None
-    if not args.no_plan:
-        pair, plans = _planned(pair, prompts[0], cfg, args)
+    if not args.no_plan:  # α probed over the bench's own length, on its first prompt
+        runtime, temperatures = bench_runtimes(pair, cfg)[0], [0.0, *cfg.temperatures]
+        pair, plans = planned_pair(
+            pair, prompts[0], args, temperatures, runtime, cfg.max_new_tokens
+        )
+        for t, planned in plans.items():
+            print(f"plan, {'greedy' if t == 0 else f'T = {t:g}'}:\n{planned.describe()}")
     info = env.device_info(device)
     print(pair.describe())
     print(
@@ -100,24 +104,3 @@ def main(argv: list[str] | None = None) -> int:
     path = records.save_results(out, record, device)
     print(f"wrote {path}")
     return 0
-
-
-def _planned(pair, ids, cfg, args) -> tuple[models.Pair, dict[float, plan.Plan]]:
-    """The course's plan (`measure.plan`) at every temperature, made on the first prompt with
-    α probed over the bench's own length. Where the pair's default dtype is not float32 and
-    `--dtype` is not given, float32 is planned too, and the pair runs in the dtype expected to
-    decode greedy fastest (`plan.choose_dtype`). Returns that pair and its plans."""
-    pairs = {pair.dtype: pair}
-    if args.dtype is None and pair.dtype != torch.float32:
-        load = dict(target=args.target, draft=args.draft)
-        pairs[torch.float32] = models.load_pair(args.pair, pair.device, torch.float32, **load)
-    temperatures = [0.0, *cfg.temperatures]
-    runtime = bench_runtimes(pair, cfg)[0]
-    plans = plan.plan_pairs(pairs, ids, temperatures, runtime, cfg.seed, cfg.max_new_tokens)
-    chosen = plan.choose_dtype({dtype: by_t[0.0] for dtype, by_t in plans.items()})
-    if len(plans) > 1:
-        greedy = {dtype: by_t[0.0] for dtype, by_t in plans.items()}
-        print(f"dtype, planned greedy:\n{plan.describe_dtypes(greedy, chosen)}")
-    for t, planned in plans[chosen].items():
-        print(f"plan, {'greedy' if t == 0 else f'T = {t:g}'}:\n{planned.describe()}")
-    return pairs[chosen], plans[chosen]

@@ -8,12 +8,13 @@ The default pair is SmolLM2-135M-Instruct with the draft distilled from it here,
 `make smollm2` has cached it: a pretrained model that writes real code. Without it, the
 embedded pair (whose greedy text loops, and the demo says so). Each run (sampled at T = 0.7
 first, then greedy, by default) is followed by the same prompt decoded autoregressively, and the
-two are compared. Before each run the demo plans (`specdec_lab.measure.plan`): it measures the
-target's forward over 1-9 tokens and one step of each drafter the pair offers, probes α, and
-runs the drafter and γ with the best expected speedup (or a token tree of the draft model, where
-its own probe expects it to beat every chain), printed beside the measured one. Where the
-pair's default dtype is not float32 (bfloat16 on a CPU that computes it natively), it first
-plans in both and keeps the dtype expected to decode fastest (`plan.choose_dtype`). The
+two are compared. Before its runs the demo plans (`specdec_lab.measure.plan`): it measures the
+target's forward over 1-9 tokens and one step of each drafter the pair offers, probes α at each
+temperature, and runs the drafter and γ with the best expected speedup (or a token tree of the
+draft model, where its own probe expects it to beat every chain), printed beside the measured
+one. Where the pair's default dtype is not float32 (bfloat16 on a CPU that computes it
+natively), it plans in both and keeps the dtype expected to decode fastest at the first
+temperature (`plan.choose_dtype`). The
 first line names the runtime that ran the models (lean or hf, see
 `specdec_lab.engine.sessions`). Both decoders are warmed up first, so neither pays for
 first-call costs (kernel selection, allocator growth) that would skew the speedup on a GPU.
@@ -27,6 +28,7 @@ import sys
 import torch
 
 from specdec_lab import decoding, display, tree
+from specdec_lab.cli import planned_pair
 from specdec_lab.data import MODELS_DIR, load_prompts
 from specdec_lab.decoding import Step
 from specdec_lab.engine import sessions
@@ -119,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
     color = sys.stdout.isatty() and not args.no_color
     set_cpu_threads(args.threads or None)
 
-    plans = {}  # temperature -> a plan made while choosing the dtype
     use_mock = args.pair == "mock" or (
         args.pair is None
         and args.target is None
@@ -141,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             args.prompt if args.prompt is not None else load_prompts("code", 1)[0]["text"]
         )
         check_positions([pair.target, pair.draft], len(ids), args.max_new_tokens)
-        if args.dtype is None and pair.dtype != torch.float32:
-            pair, plans[args.temperatures[0]] = _planned_dtype(pair, ids, args)
+        pair, plans = planned_pair(pair, ids, args, args.temperatures, args.runtime)
         target, draft, decode, vocab_size = pair.target, pair.draft, pair.decode, pair.vocab_size
         label = pair.describe()
         candidates = plan.pair_candidates(pair, args.runtime)
@@ -193,17 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in ["draft model"] if use_mock else candidates:
         spec(0.0, warm, drafter=name)
     autoregressive(0.0, warm)
-    costs = None
     for temperature in args.temperatures:
         kind = "greedy" if temperature == 0 else f"sampled at T = {temperature:g}"
         drafter, gamma, planned, shape = "draft model", args.gamma or 4, None, None
         if not use_mock:
-            planned = plans.pop(temperature, None) or plan.make_plan(
-                *(target, candidates, ids, temperature, vocab_size, costs),
-                seed=args.seed,
-                trees=None if args.gamma else {"draft model": draft},
-            )
-            costs = planned.costs  # measured once; α is probed per temperature
+            planned = plans[temperature]
             drafter, shape = planned.drafter or "draft model", planned.tree
             gamma = args.gamma or planned.gamma or 1  # plain decoding planned: show γ = 1
         print(f"\n--- {kind}: {drafter}, {f'tree {shape}' if shape else f'γ = {gamma}'} ---")
@@ -230,20 +224,6 @@ def main(argv: list[str] | None = None) -> int:
         if at_run_alpha is not None:
             print(f"  (the plan's formula at this run's α: {at_run_alpha:.2f}x)")
     return 0
-
-
-def _planned_dtype(pair, ids: torch.Tensor, args) -> tuple[object, plan.Plan]:
-    """The pair in the dtype that the plan expects to decode fastest (`plan.choose_dtype`): its
-    default (bfloat16 on a CPU that computes it natively) or float32, each planned at the first
-    temperature, their costs timed in the same interleaved rounds. Returns that pair and its plan."""
-    other = load_pair(args.pair, pair.device, torch.float32, target=args.target, draft=args.draft)
-    pairs = {pair.dtype: pair, torch.float32: other}
-    t = args.temperatures[0]
-    plans = plan.plan_pairs(pairs, ids, [t], args.runtime, args.seed, trees=not args.gamma)
-    plans = {dtype: by_t[t] for dtype, by_t in plans.items()}
-    chosen = plan.choose_dtype(plans)
-    print(f"dtype, planned at T = {t:g}:\n{plan.describe_dtypes(plans, chosen)}")
-    return pairs[chosen], plans[chosen]
 
 
 def _secs(run) -> float:
