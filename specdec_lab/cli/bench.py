@@ -69,11 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     pair = models.load_pair(args.pair, device, args.dtype, target=args.target, draft=args.draft)
     prompts = [pair.encode(p["text"]) for p in data.load_prompts(cfg.domain, cfg.n_prompts)]
     plans = None
-    if not args.no_plan:  # α probed over the bench's own length, on its first prompt
+    if not args.no_plan:  # α probed on the bench's own prompts and length
         runtime, temperatures = bench_runtimes(pair, cfg)[0], [0.0, *cfg.temperatures]
-        pair, plans = planned_pair(
-            pair, prompts[0], args, temperatures, runtime, cfg.max_new_tokens
-        )
+        pair, plans = planned_pair(pair, prompts, args, temperatures, runtime, cfg.max_new_tokens)
         for t, planned in plans.items():
             print(f"plan, {'greedy' if t == 0 else f'T = {t:g}'}:\n{planned.describe()}")
     info = env.device_info(device)

@@ -69,9 +69,9 @@ al.); pred+verify replaces the paper's free verification (the +1) by the measure
 cost. Speedups are over our autoregressive decoding on the first runtime at the same
 temperature. repeated 4-grams: median over outputs of the fraction of 4-grams that repeat
 an earlier one. differ: greedy outputs (prompts x repeats) not equal to autoregressive
-decoding's. planned: the course's own plan (measure.plan), made on the first prompt before
-the bench; its predicted is the plan's expected speedup from probed α and measured c and
-r(k). lean = our forward with a preallocated KV cache (engine.llama); hf =
+decoding's. planned: the course's own plan (measure.plan), made before the bench (α probed
+on every prompt, c and r(k) timed on the first); its predicted is the plan's expected
+speedup. lean = our forward with a preallocated KV cache (engine.llama); hf =
 transformers' eager forward with a DynamicCache.""".splitlines()
 
 

@@ -7,7 +7,7 @@ do by hand:
    every candidate, through the sessions the decoding loop uses, timed in interleaved rounds
    (`timing.interleaved`, minimum of the rounds): r(k) = t(k) / t(1), c = t(step) / t(1).
 2. **α.** A short probe: `probe_tokens` tokens of speculative decoding with each candidate at
-   the run's temperature, on the prompt at hand.
+   the run's temperature, on the prompt at hand, or pooled over several (the bench's).
 3. **γ.** `theory.best_gamma(α, c, r)` per candidate: the expected speedup
    E(α, γ) / (γc + r(γ + 1)), maximised over γ. The plan is the candidate with the best one, or
    plain decoding when none beats 1.
@@ -37,6 +37,7 @@ from specdec_lab.measure import timing
 from specdec_lab.sampling import SamplingConfig
 
 Candidate = Callable[[], tuple[object, object]]  # make() -> (target, drafter)
+Prompts = torch.Tensor | list[torch.Tensor]  # one prompt's ids, or several
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class Plan:
 def make_plan(
     target_model,
     candidates: dict[str, Candidate],
-    ids: torch.Tensor,
+    ids: Prompts,
     temperature: float,
     vocab_size: int | None = None,
     costs: Costs | None = None,
@@ -120,8 +121,10 @@ def make_plan(
     γ ≤ max_tokens - 1. `trees` ({candidate name: its draft model}) also weighs a token tree
     drafted by that model (`probe_tree`), chosen when it is expected to beat every chain."""
     start = time.perf_counter()
-    if costs is None:
-        costs = measure_costs(target_model, candidates, ids, max_tokens, repeats, vocab_size)
+    if costs is None:  # on the first prompt
+        costs = measure_costs(
+            target_model, candidates, _prompts(ids)[0], max_tokens, repeats, vocab_size
+        )
     alpha = {
         name: probe_alpha(make, ids, temperature, probe_tokens, probe_gamma, vocab_size, seed)
         for name, make in candidates.items()
@@ -157,7 +160,7 @@ def choose_dtype(plans: dict[torch.dtype, Plan]) -> torch.dtype:
 
 def plan_pairs(
     pairs: dict[object, object],
-    ids: torch.Tensor,
+    ids: Prompts,
     temperatures: list[float],
     runtime: str = sessions.DEFAULT_RUNTIME,
     seed: int = 0,
@@ -169,7 +172,7 @@ def plan_pairs(
     also weighs a token tree of each pair's draft model."""
     setups = {key: (p.target, pair_candidates(p, runtime)) for key, p in pairs.items()}
     vocab_size = next(iter(pairs.values())).vocab_size
-    costs = measure_costs_together(setups, ids, vocab_size=vocab_size)
+    costs = measure_costs_together(setups, _prompts(ids)[0], vocab_size=vocab_size)
     return {
         key: {
             t: make_plan(
@@ -276,26 +279,27 @@ def _cost_calls(
 
 def probe_alpha(
     make: Candidate,
-    ids: torch.Tensor,
+    ids: Prompts,
     temperature: float,
     tokens: int,
     gamma: int,
     vocab_size: int | None = None,
     seed: int = 0,
 ) -> float:
-    """The acceptance rate of `tokens` tokens of speculative decoding after `ids`."""
-    target, drafter = make()
-    out = decoding.speculative_generate(
-        target,
-        drafter,
-        ids,
-        tokens,
-        gamma,
-        temperature=temperature,
-        generator=torch.Generator().manual_seed(seed),
-        vocab_size=vocab_size,
-    )
-    return out.stats.acceptance_rate
+    """The acceptance rate of `tokens` tokens of speculative decoding after `ids`, pooled over
+    the prompts where `ids` is a list (prompt i sampled from a generator seeded seed + i)."""
+    runs = []
+    for i, prompt in enumerate(_prompts(ids)):
+        target, drafter = make()
+        gen = torch.Generator().manual_seed(seed + i)
+        kw = dict(temperature=temperature, generator=gen, vocab_size=vocab_size)
+        runs.append(decoding.speculative_generate(target, drafter, prompt, tokens, gamma, **kw))
+    return decoding.GenerationStats.merge([run.stats for run in runs]).acceptance_rate
+
+
+def _prompts(ids: Prompts) -> list[torch.Tensor]:
+    """One prompt's ids, or several: a list either way."""
+    return ids if isinstance(ids, list) else [ids]
 
 
 def probe_tree(
@@ -303,7 +307,7 @@ def probe_tree(
     draft_model,
     plan: Plan,
     name: str,
-    ids: torch.Tensor,
+    ids: Prompts,
     temperature: float,
     tokens: int,
     vocab_size: int | None = None,
@@ -320,14 +324,11 @@ def probe_tree(
     shape = tree.choose_branching(alpha, c, r)
     if max(shape) == 1:
         return None
-    out = tree.tree_speculative_generate(
-        target_model,
-        draft_model,
-        ids,
-        tokens,
-        shape,
-        temperature=temperature,
-        generator=torch.Generator().manual_seed(seed),
-        vocab_size=vocab_size,
-    )
-    return shape, out.stats.tokens_per_target_call / (len(shape) * c + r[tree.tree_nodes(shape)])
+    runs = []
+    for i, prompt in enumerate(_prompts(ids)):
+        gen = torch.Generator().manual_seed(seed + i)
+        kw = dict(temperature=temperature, generator=gen, vocab_size=vocab_size)
+        out = tree.tree_speculative_generate(target_model, draft_model, prompt, tokens, shape, **kw)
+        runs.append(out.stats)
+    per_call = decoding.GenerationStats.merge(runs).tokens_per_target_call
+    return shape, per_call / (len(shape) * c + r[tree.tree_nodes(shape)])

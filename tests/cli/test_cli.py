@@ -15,6 +15,7 @@ from specdec_lab.__main__ import main
 from specdec_lab.data import MODELS_DIR
 from specdec_lab.engine import sessions
 from specdec_lab.measure import bench, records
+from specdec_lab.measure import plan as course_plan
 from specdec_lab.measure.bench_plan import Kind, Method, plan
 from specdec_lab.measure.plan import Costs, Plan
 from specdec_lab.models import Pair
@@ -346,9 +347,19 @@ def test_bench_times_the_plans_choice_beside_its_prediction(tmp_path) -> None:
 def test_bench_plans_the_dtype_and_runs_the_plan(capsys, monkeypatch, tmp_path) -> None:
     # the embedded pair, as if it were smollm2-local on a CPU that computes bfloat16 natively
     monkeypatch.setattr(models.pairs, "pair_dtype", lambda name, device="cpu": torch.bfloat16)
+    probed = []  # the prompts of each α probe: the bench's own, all of them
+    real_probe = course_plan.probe_alpha
+    monkeypatch.setattr(
+        course_plan,
+        "probe_alpha",
+        lambda make, ids, *a, **k: probed.append(ids) or real_probe(make, ids, *a, **k),
+    )
     out_json = tmp_path / "bench.json"
     argv = ["bench", "--pair", "embedded", "--smoke", "--no-hf", "--temperatures", "1"]
     assert main([*argv, "--out", str(out_json)]) == 0
+    assert probed and all(
+        isinstance(ids, list) and len(ids) == bench.QUICK.n_prompts for ids in probed
+    )
     out = capsys.readouterr().out
     rows = re.findall(r"  (bfloat16|float32): t\(1\) = ([\d.]+) ms, expected ([\d.]+)x", out)
     assert [dtype for dtype, _, _ in rows] == ["bfloat16", "float32"]

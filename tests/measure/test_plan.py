@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import torch
 
-from specdec_lab import drafters, theory, tree
+from specdec_lab import decoding, drafters, theory, tree
 from specdec_lab.engine import sessions
 from specdec_lab.measure import plan
 
@@ -53,6 +53,32 @@ def test_a_probe_reads_the_acceptance_of_its_own_run(micro) -> None:
     assert plan.probe_alpha(make, IDS, 0.0, 12, 3) == 1.0
     sampled = plan.probe_alpha(make, IDS, 1.0, 24, 3, seed=1)
     assert sampled == 1.0  # p = q exactly: min(1, p/q) accepts every draft at any temperature
+
+
+def test_a_probe_over_several_prompts_pools_their_trials(micro) -> None:
+    """The bench probes α on all its prompts: accepted drafts over examined drafts of every run,
+    prompt i sampled with seed + i; not the mean of each prompt's α, not the first prompt's."""
+
+    def make():  # drafts copied from the text so far: good on a repetitive prompt, poor elsewhere
+        return micro, drafters.PromptLookupDrafter(32)
+
+    prompts = [IDS, torch.tensor([3, 4, 3, 4, 3, 4, 3, 4])]
+    runs = [
+        decoding.speculative_generate(
+            *make(), ids, 20, 3, temperature=0.0, generator=torch.Generator().manual_seed(i)
+        ).stats
+        for i, ids in enumerate(prompts)
+    ]
+    accepted, trials = sum(sum(r.accepted) for r in runs), sum(r.trials for r in runs)
+    pooled = plan.probe_alpha(make, prompts, 0.0, 20, 3)
+    assert pooled == accepted / trials
+    each = [r.acceptance_rate for r in runs]
+    assert each[0] != each[1] and pooled != sum(each) / 2  # the prompts differ, and weigh by trials
+    assert (
+        plan.probe_alpha(make, prompts[:1], 0.0, 20, 3)
+        == each[0]
+        == plan.probe_alpha(make, IDS, 0.0, 20, 3)
+    )
 
 
 def test_expected_takes_another_alpha_and_stops_at_the_measured_r(micro) -> None:
