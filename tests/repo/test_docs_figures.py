@@ -212,6 +212,28 @@ def test_speed_page_figures(bench_record, smollm2_bench, costs, training) -> Non
     )
 
 
+def test_speed_page_planned_bench() -> None:
+    record = records.load_results(RESULTS / "bench-cpu-smollm2-local-code-planned.json")
+    res, best = record["results"], record["results"]["summary"]
+    greedy, sampled = res["plans"]["0"], res["plans"]["1"]
+    assert greedy["drafter"] == sampled["drafter"] == "draft head"
+    assert greedy["gamma"] == sampled["gamma"] and record["device_info"]["cpu_native_bf16"]
+    chains = [r["speedup"] for r in res["rows"] if r["method"].startswith("speculative")]
+    says(
+        SPEED,
+        f"the plan chose {res['dtype']} over the pair's bfloat16 default, and the draft head at "
+        f"γ = {greedy['gamma']} at both temperatures",
+        f"measured {best['planned_speedup_T0']:.2f}x greedy (the plan expected "
+        f"{greedy['predicted']:.2f}x; measured/predicted "
+        f"{best['planned_measured_over_predicted_T0']:.2f}) and {best['planned_speedup_T1']:.2f}x "
+        f"at T = 1 (expected {sampled['predicted']:.2f}x; "
+        f"{best['planned_measured_over_predicted_T1']:.2f})",
+        f"the draft model's chains ran {min(chains):.2f}–{max(chains):.2f}x",
+        f"These are the {res['config']['n_prompts']} shipped code prompts",
+    )
+    assert best["best_greedy"].startswith("planned") and best["best_T1"].startswith("planned")
+
+
 def test_speed_page_llama_cpp_figures() -> None:
     rec = records.load_results(RESULTS / "llama-cpp-cpu-embedded.json")["results"]
     cpp, ours = rec["llama_cpp"], rec["ours"]
