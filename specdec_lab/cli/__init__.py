@@ -13,20 +13,25 @@ from specdec_lab import models
 from specdec_lab.measure import plan
 
 
-def planned_pair(pair, ids, args, temperatures, runtime, probe_tokens=32):
-    """`pair`'s plans ({temperature: `measure.plan.Plan`}) at `temperatures`, made on `ids`.
-    Where the pair's default dtype is not float32 and `args.dtype` is not given, float32 is
-    planned too, timed in the same rounds, and the pair is kept in the dtype expected to decode
-    fastest at the first temperature (`plan.choose_dtype`); the two are printed. Returns that pair
-    and its plans. A `--gamma` given leaves token trees out."""
+def planned_pair(pair, ids, args, temperatures, runtime, probe_tokens):
+    """`pair`'s plans ({temperature: `measure.plan.Plan`}) at `temperatures`, made on `ids` with α
+    probed over `probe_tokens` (the run's own length: a prompt's first tokens can be easier
+    than the rest). Where the pair's default dtype is not float32 and `args.dtype` is not given,
+    float32 is planned too at the first temperature, timed in the same rounds, and the pair is
+    kept in the dtype expected to decode fastest (`plan.choose_dtype`); the two are printed.
+    Returns that pair and its plans. A `--gamma` given leaves token trees out."""
     pairs = {pair.dtype: pair}
     if args.dtype is None and pair.dtype != torch.float32:
         load = dict(target=args.target, draft=args.draft)
         pairs[torch.float32] = models.load_pair(args.pair, pair.device, torch.float32, **load)
-    trees = not getattr(args, "gamma", None)
-    plans = plan.plan_pairs(pairs, ids, temperatures, runtime, args.seed, probe_tokens, trees)
-    first = {dtype: by_t[temperatures[0]] for dtype, by_t in plans.items()}
+    how = dict(seed=args.seed, probe_tokens=probe_tokens, trees=not getattr(args, "gamma", None))
+    first = plan.plan_pairs(pairs, ids, temperatures[:1], runtime, **how)
+    first = {dtype: by_t[temperatures[0]] for dtype, by_t in first.items()}
     chosen = plan.choose_dtype(first)
-    if len(plans) > 1:
+    if len(pairs) > 1:
         print(f"dtype, planned at T = {temperatures[0]:g}:\n{plan.describe_dtypes(first, chosen)}")
-    return pairs[chosen], plans[chosen]
+    costs = {chosen: first[chosen].costs}  # measured once; α is probed per temperature
+    rest = plan.plan_pairs(
+        {chosen: pairs[chosen]}, ids, temperatures[1:], runtime, **how, costs=costs
+    )
+    return pairs[chosen], {temperatures[0]: first[chosen], **rest[chosen]}

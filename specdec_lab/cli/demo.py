@@ -10,7 +10,7 @@ embedded pair (whose greedy text loops, and the demo says so). Each run (sampled
 first, then greedy, by default) is followed by the same prompt decoded autoregressively, and the
 two are compared. Before its runs the demo plans (`specdec_lab.measure.plan`): it measures the
 target's forward over 1-9 tokens and one step of each drafter the pair offers, probes α at each
-temperature, and runs the drafter and γ with the best expected speedup (or a token tree of the
+temperature over the run's own length, and runs the drafter and γ with the best expected speedup (or a token tree of the
 draft model, where its own probe expects it to beat every chain), printed beside the measured
 one. Where the pair's default dtype is not float32 (bfloat16 on a CPU that computes it
 natively), it plans in both and keeps the dtype expected to decode fastest at the first
@@ -142,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
             args.prompt if args.prompt is not None else load_prompts("code", 1)[0]["text"]
         )
         check_positions([pair.target, pair.draft], len(ids), args.max_new_tokens)
-        pair, plans = planned_pair(pair, ids, args, args.temperatures, args.runtime)
+        pair, plans = planned_pair(
+            pair, ids, args, args.temperatures, args.runtime, args.max_new_tokens
+        )
         target, draft, decode, vocab_size = pair.target, pair.draft, pair.decode, pair.vocab_size
         label = pair.describe()
         candidates = plan.pair_candidates(pair, args.runtime)

@@ -90,14 +90,30 @@ def test_expected_takes_another_alpha_and_stops_at_the_measured_r(micro) -> None
     assert p.expected("d", 3) is None  # r(4) was not measured
 
 
-def test_a_tree_is_probed_and_weighed_against_every_chain(micro) -> None:
+class _Clock:
+    """perf_counter for the decoding loop: every reading is `step` seconds after the last."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_tree_is_probed_and_weighed_against_every_chain(micro, monkeypatch) -> None:
     flat = plan.Costs(verify_cost=(1.0,) * 9, c={"d": 0.05}, t1_ms=1.0)
     p = plan.Plan(None, 0, 1.0, {"d": 0.4}, flat, 0.0)
+    monkeypatch.setattr(decoding, "time", _Clock(0.004))  # a run takes 4 ms from start to end
     shape, gain = plan.probe_tree(micro, micro, p, "d", IDS, 0.0, 12)
     assert shape == tree.choose_branching(0.4, 0.05, flat.verify_cost) and max(shape) > 1
-    run = tree.tree_speculative_generate(micro, micro, IDS, 12, shape, temperature=0.0)
-    depth_cost = len(shape) * 0.05 + flat.verify_cost[tree.tree_nodes(shape)]
-    assert gain == run.stats.tokens_per_target_call / depth_cost  # the tree's own probe
+    run = tree.tree_speculative_generate(micro, micro, IDS, 12, shape, temperature=0.0).stats
+    assert run.wall_time == 0.004
+    # the tree's own probe: tokens per call, over its milliseconds per call in units of t(1)
+    assert gain == run.tokens_per_target_call * 1.0 / (4.0 / run.target_calls)
+    slower = replace(p, costs=replace(flat, t1_ms=2.0))  # a target twice as slow: twice the gain
+    assert plan.probe_tree(micro, micro, slower, "d", IDS, 0.0, 12)[1] == 2 * gain
+    monkeypatch.undo()
     steep = plan.Costs(verify_cost=tuple(1.0 + k for k in range(9)), c={"d": 0.05}, t1_ms=1.0)
     assert plan.probe_tree(micro, micro, replace(p, costs=steep), "d", IDS, 0.0, 12) is None
     # in a plan: considered, and chosen only when it beats every chain's expected speedup
