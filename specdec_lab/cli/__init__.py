@@ -24,6 +24,11 @@ def planned_pair(pair, ids, args, temperatures, runtime, probe_tokens):
     if args.dtype is None and pair.dtype != torch.float32:
         load = dict(target=args.target, draft=args.draft)
         pairs[torch.float32] = models.load_pair(args.pair, pair.device, torch.float32, **load)
+    temps = ", ".join(f"T = {t:g}" for t in temperatures)
+    print(
+        f"planning ({temps}): timing t(k) and c, probing α over {probe_tokens} tokens ...",
+        flush=True,
+    )
     how = dict(seed=args.seed, probe_tokens=probe_tokens, trees=not getattr(args, "gamma", None))
     first = plan.plan_pairs(pairs, ids, temperatures[:1], runtime, **how)
     first = {dtype: by_t[temperatures[0]] for dtype, by_t in first.items()}
