@@ -13,13 +13,13 @@ from specdec_lab import models
 from specdec_lab.measure import plan
 
 
-def planned_pair(pair, ids, args, temperatures, runtime, probe_tokens):
+def planned_pair(pair, ids, args, temperatures, runtime, probe_tokens, trees=True):
     """`pair`'s plans ({temperature: `measure.plan.Plan`}) at `temperatures`, made on `ids` with α
     probed over `probe_tokens` (the run's own length: a prompt's first tokens can be easier
     than the rest). Where the pair's default dtype is not float32 and `args.dtype` is not given,
     float32 is planned too at the first temperature, timed in the same rounds, and the pair is
     kept in the dtype expected to decode fastest (`plan.choose_dtype`); the two are printed.
-    Returns that pair and its plans. A `--gamma` given leaves token trees out."""
+    Returns that pair and its plans; `trees` False leaves token trees out."""
     pairs = {pair.dtype: pair}
     if args.dtype is None and pair.dtype != torch.float32:
         load = dict(target=args.target, draft=args.draft)
@@ -29,7 +29,7 @@ def planned_pair(pair, ids, args, temperatures, runtime, probe_tokens):
         f"planning ({temps}): timing t(k) and c, probing α over {probe_tokens} tokens ...",
         flush=True,
     )
-    how = dict(seed=args.seed, probe_tokens=probe_tokens, trees=not getattr(args, "gamma", None))
+    how = dict(seed=args.seed, probe_tokens=probe_tokens, trees=trees)
     first = plan.plan_pairs(pairs, ids, temperatures[:1], runtime, **how)
     first = {dtype: by_t[temperatures[0]] for dtype, by_t in first.items()}
     chosen = plan.choose_dtype(first)

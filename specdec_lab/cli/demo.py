@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         check_positions([pair.target, pair.draft], len(ids), args.max_new_tokens)
         pair, plans = planned_pair(
-            pair, ids, args, args.temperatures, args.runtime, args.max_new_tokens
+            pair, ids, args, args.temperatures, args.runtime, args.max_new_tokens, not args.gamma
         )
         target, draft, decode, vocab_size = pair.target, pair.draft, pair.decode, pair.vocab_size
         label = pair.describe()

@@ -319,21 +319,32 @@ def probe_tree(
     candidate `name` at its probed α and measured costs; None when that shape is a chain.
 
     The shape's own model treats siblings as independent tries at rate α, which overstates a
-    tree's tokens per call (notebook 06), so the expected speedup here comes from a probe of the
-    tree itself: its tokens per target call times t(1) over its milliseconds per target call.
-    Those hold the drafting, the tree's verify forward and the loop's own bookkeeping, which the
-    modelled cost (depth · c + r(nodes + 1)) left out: on SmolLM2 in float32 it expected 1.96x
-    of a tree (4,) that ran 1.60x."""
+    tree's tokens per call (notebook 06), and its modelled cost (depth · c + r(nodes + 1)) leaves
+    out the loop's own bookkeeping: on SmolLM2 in float32 it expected 1.96x of a tree (4,) that
+    ran 1.60x. So the expected speedup is the probe's own: the tree's run against plain decoding
+    of as many tokens, the two timed in the same interleaved round (`timing.interleaved`, one
+    round, no warm-up: the candidates' probes ran first)."""
     alpha, c, r = plan.alpha[name], plan.costs.c[name], plan.costs.verify_cost
     shape = tree.choose_branching(alpha, c, r)
     if max(shape) == 1:
         return None
-    runs = []
-    for i, prompt in enumerate(_prompts(ids)):
+    kw = dict(temperature=temperature, vocab_size=vocab_size)
+
+    def run(tree_shape, prompt, i):  # a token tree, or plain decoding (None), prompt i's seed
         gen = torch.Generator().manual_seed(seed + i)
-        kw = dict(temperature=temperature, generator=gen, vocab_size=vocab_size)
-        out = tree.tree_speculative_generate(target_model, draft_model, prompt, tokens, shape, **kw)
-        runs.append(out.stats)
-    pooled = decoding.GenerationStats.merge(runs)
-    ms_per_call = 1e3 * pooled.wall_time / pooled.target_calls
-    return shape, pooled.tokens_per_target_call * plan.costs.t1_ms / ms_per_call
+        if tree_shape is None:
+            return decoding.autoregressive_generate(
+                target_model, prompt, tokens, generator=gen, **kw
+            )
+        return tree.tree_speculative_generate(
+            target_model, draft_model, prompt, tokens, tree_shape, generator=gen, **kw
+        )
+
+    prompts = _prompts(ids)
+    calls = {
+        (how, i): partial(run, how, p, i) for i, p in enumerate(prompts) for how in (shape, None)
+    }
+    device = next(target_model.parameters()).device
+    t = timing.interleaved(calls, repeats=1, device=device, warmups=0)
+    plain, drafted = (sum(t[how, i] for i in range(len(prompts))) for how in (None, shape))
+    return shape, plain / drafted

@@ -90,29 +90,26 @@ def test_expected_takes_another_alpha_and_stops_at_the_measured_r(micro) -> None
     assert p.expected("d", 3) is None  # r(4) was not measured
 
 
-class _Clock:
-    """perf_counter for the decoding loop: every reading is `step` seconds after the last."""
-
-    def __init__(self, step: float) -> None:
-        self.now, self.step = 0.0, step
-
-    def perf_counter(self) -> float:
-        self.now += self.step
-        return self.now
-
-
 def test_a_tree_is_probed_and_weighed_against_every_chain(micro, monkeypatch) -> None:
     flat = plan.Costs(verify_cost=(1.0,) * 9, c={"d": 0.05}, t1_ms=1.0)
     p = plan.Plan(None, 0, 1.0, {"d": 0.4}, flat, 0.0)
-    monkeypatch.setattr(decoding, "time", _Clock(0.004))  # a run takes 4 ms from start to end
-    shape, gain = plan.probe_tree(micro, micro, p, "d", IDS, 0.0, 12)
+    sweeps, outputs = [], {}  # what the harness was given; what each call decoded
+    real = plan.timing.interleaved
+
+    def spy(calls, *args, **kwargs):  # runs every call, and says the tree took 2/3 of the time
+        sweeps.append(set(calls))
+        real({k: (lambda k=k, c=c: outputs.setdefault(k, c())) for k, c in calls.items()}, 1)
+        return {key: 2.0 if key[0] is not None else 3.0 for key in calls}
+
+    monkeypatch.setattr(plan.timing, "interleaved", spy)
+    shape, gain = plan.probe_tree(micro, micro, p, "d", [IDS, IDS[:4]], 0.0, 12)
     assert shape == tree.choose_branching(0.4, 0.05, flat.verify_cost) and max(shape) > 1
-    run = tree.tree_speculative_generate(micro, micro, IDS, 12, shape, temperature=0.0).stats
-    assert run.wall_time == 0.004
-    # the tree's own probe: tokens per call, over its milliseconds per call in units of t(1)
-    assert gain == run.tokens_per_target_call * 1.0 / (4.0 / run.target_calls)
-    slower = replace(p, costs=replace(flat, t1_ms=2.0))  # a target twice as slow: twice the gain
-    assert plan.probe_tree(micro, micro, slower, "d", IDS, 0.0, 12)[1] == 2 * gain
+    # one sweep: the tree and plain decoding of every prompt, timed in the same rounds
+    assert sweeps == [{(shape, 0), (None, 0), (shape, 1), (None, 1)}]
+    assert gain == 3.0 / 2.0  # plain decoding's time over the tree's, not a modelled cost
+    expected = tree.tree_speculative_generate(micro, micro, IDS, 12, shape, temperature=0.0)
+    assert torch.equal(outputs[shape, 0].tokens, expected.tokens)
+    assert outputs[None, 1].stats.new_tokens == 12 and outputs[None, 1].stats.target_calls == 12
     monkeypatch.undo()
     steep = plan.Costs(verify_cost=tuple(1.0 + k for k in range(9)), c={"d": 0.05}, t1_ms=1.0)
     assert plan.probe_tree(micro, micro, replace(p, costs=steep), "d", IDS, 0.0, 12) is None
