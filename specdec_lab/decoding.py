@@ -116,7 +116,8 @@ def autoregressive_generate(
 ) -> Generation:
     """Plain decoding: one target forward per new token. The baseline speculation must beat.
     `eos_token_id`: one id or several (Llama-3 ships a list); the first ends the text. `runtime`:
-    "lean" (our forward), "hf" (transformers') or, by default, lean where it covers the model."""
+    "lean" (our forward), "captured" (it, replayed as graphs), "hf" (transformers') or, by
+    default, lean where it covers the model (captured on CUDA)."""
     cfg = SamplingConfig(temperature, top_k, top_p)
     eos = inputs.check_eos(eos_token_id)
     ids = inputs.check_prompt(input_ids)

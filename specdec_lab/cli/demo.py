@@ -15,7 +15,7 @@ draft model, where its own probe expects it to beat every chain), printed beside
 one. Where the pair's default dtype is not float32 (bfloat16 on a CPU that computes it
 natively), it plans in both and keeps the dtype expected to decode fastest at the first
 temperature (`plan.choose_dtype`). The
-first line names the runtime that ran the models (lean or hf, see
+first line names the runtime that ran the models (lean, captured or hf, see
 `specdec_lab.engine.sessions`). Both decoders are warmed up first, so neither pays for
 first-call costs (kernel selection, allocator growth) that would skew the speedup on a GPU.
 """
@@ -105,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         "--runtime",
         default=sessions.DEFAULT_RUNTIME,
         choices=sessions.RUNTIMES,
-        help="how transformers models run: our lean forward where it covers the family "
-        "(auto, the default), always (lean), or transformers' own (hf)",
+        help="how transformers models run: our lean forward where it covers the family, "
+        "replayed as CUDA graphs on CUDA (auto, the default), always eager (lean), always "
+        "replayed (captured), or transformers' own (hf)",
     )
     parser.add_argument("--top-k", type=int)
     parser.add_argument("--seed", type=int, default=0)

@@ -127,7 +127,9 @@ class KVCache:
         size = math.ceil(positions / CHUNK) * CHUNK
         for name in ("k", "v"):
             old = getattr(self, name)
-            new = old.new_empty(*old.shape[:3], size, old.shape[4])  # (layers, 1, Hkv, size, hd)
+            # zeros, not garbage: a static forward attends over every entry, masked (0 x NaN
+            # would still be NaN)
+            new = old.new_zeros(*old.shape[:3], size, old.shape[4])  # (layers, 1, Hkv, size, hd)
             new[..., : self.length, :] = old[..., : self.length, :]
             setattr(self, name, new)
 
@@ -237,18 +239,67 @@ class LeanLlama:
         causal = allowed is None and start == 0 and k > 1  # a fresh prefill: SDPA's own mask
         if allowed is None and start > 0 and k > 1:  # token i sees entries 0 .. start + i
             allowed = chain_mask(k, end, tokens.device, self.embed.dtype)
+
+        def write(i: int, keys: torch.Tensor, values: torch.Tensor):  # (1, Hkv, k, hd) each
+            cache.k[i, ..., start:end, :] = keys
+            cache.v[i, ..., start:end, :] = values
+            return cache.k[i, ..., :end, :], cache.v[i, ..., :end, :]  # (1, Hkv, L + k, hd)
+
+        x = self._decoder(tokens, cos, sin, write, allowed, causal)
+        cache.length = end
+        return x
+
+    @torch.inference_mode()
+    def forward_static(
+        self,
+        tokens: torch.Tensor,
+        slots: torch.Tensor,
+        cache: KVCache,
+        positions: torch.Tensor | None = None,
+        allowed: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """`forward` with every shape fixed by k and the cache's capacity, and no host read: the
+        form a CUDA graph (or any capture) can replay. `tokens`, `slots` (k,) and `positions` (k,)
+        are device tensors: token i is written to cache entry `slots[i]` and rotated as position
+        `positions[i]` (default: its slot). It attends over the whole capacity, through `allowed`
+        (k, capacity), by default the chain's: entries 0 .. slots[i]. Entries past the valid ones
+        must be finite (the cache is zeroed as it grows), and `prepare_static(capacity)` must have
+        run. `cache.length` is the caller's to move: nothing here reads or sets it."""
+        positions = slots if positions is None else positions
+        if allowed is None:  # (k, capacity): token i sees entries 0 .. slots[i]
+            entries = torch.arange(cache.capacity, device=slots.device)
+            allowed = entries[None] <= slots[:, None]
+        cos, sin = self.cos.index_select(0, positions), self.sin.index_select(0, positions)
+
+        def write(i: int, keys: torch.Tensor, values: torch.Tensor):  # (1, Hkv, k, hd) each
+            cache.k[i].index_copy_(2, slots, keys)
+            cache.v[i].index_copy_(2, slots, values)
+            return cache.k[i], cache.v[i]  # (1, Hkv, capacity, hd)
+
+        return self._decoder(tokens, cos, sin, write, allowed, False)
+
+    def prepare_static(self, capacity: int, vocab_size: int | None = None) -> None:
+        """Build, before any capture, what the forward would otherwise build lazily: the RoPE
+        tables for `capacity` positions and the LM head for `vocab_size`."""
+        self._rope(slice(0, capacity))
+        self.logits(self.embed.new_zeros(1, self.embed.shape[1]), vocab_size)
+
+    def _decoder(self, tokens, cos, sin, write, allowed, causal: bool) -> torch.Tensor:
+        """The decoder layers over `tokens` (k,) rotated by cos/sin (k, hd): `write(i, keys,
+        values)` stores layer i's new keys and values and returns what attention reads; `allowed`
+        is its mask (None: all, or SDPA's causal one if `causal`). Returns hidden states (k, d)."""
+        k = tokens.shape[0]
         x = F.embedding(tokens, self.embed)  # (k, d)
         for i, w in enumerate(self.layers):
             h = _rms_norm(x, w.attn_norm, self.eps)
             q = w.q(h).view(1, k, self.heads, -1).transpose(1, 2)  # (1, H, k, hd)
             kk = w.k(h).view(1, k, self.kv_heads, -1).transpose(1, 2)
             v = w.v(h).view(1, k, self.kv_heads, -1).transpose(1, 2)
-            cache.k[i, ..., start:end, :] = _rotate(kk, cos, sin)  # (1, Hkv, k, hd)
-            cache.v[i, ..., start:end, :] = v
+            keys, values = write(i, _rotate(kk, cos, sin), v)
             a = F.scaled_dot_product_attention(
                 _rotate(q, cos, sin),
-                cache.k[i, ..., :end, :],  # (1, Hkv, L + k, hd)
-                cache.v[i, ..., :end, :],
+                keys,
+                values,
                 attn_mask=allowed,
                 is_causal=causal,
                 scale=self.scale,
@@ -257,7 +308,6 @@ class LeanLlama:
             x = x + w.o(a.transpose(1, 2).reshape(k, -1))
             h = _rms_norm(x, w.mlp_norm, self.eps)
             x = x + w.down(F.silu(w.gate(h)) * w.up(h))
-        cache.length = end
         return _rms_norm(x, self.norm, self.eps)  # (k, d)
 
     @torch.inference_mode()

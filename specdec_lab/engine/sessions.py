@@ -9,12 +9,16 @@ Two runtimes run a transformers model (`open_session(model, runtime=...)`):
 
 - "lean" (`LeanSession`): our own forward for the Llama family (`specdec_lab.engine.llama`), with a
   preallocated KV cache; rollback moves a pointer. The default wherever it covers the model.
+- "captured" (`CapturedSession`): the same lean forward in its static-shape form, captured once
+  per token count and replayed (`specdec_lab.engine.capture`). The default on CUDA, where the
+  eager forward is bound by kernel launches, not by memory.
 - "hf" (`HFSession`): transformers' own forward and `DynamicCache`. Every family; the fallback.
 """
 
 from __future__ import annotations
 
 import inspect
+import time
 import warnings
 import weakref
 from importlib.metadata import version
@@ -23,6 +27,7 @@ from typing import Protocol
 import torch
 
 from specdec_lab import env
+from specdec_lab.engine import capture
 from specdec_lab.engine.llama import LeanLlama, lean_support
 from specdec_lab.engine.logits import output_logits
 
@@ -32,7 +37,7 @@ class Session(Protocol):
 
     vocab_size: int
     device: torch.device  # where the model computes and the sequence lives
-    runtime: str  # "lean", "hf" or "mock"
+    runtime: str  # "lean", "captured", "hf" or "mock"
     calls: int  # forward passes so far
     seconds: float  # time inside those forwards (the device's own, see env.RegionTimer)
 
@@ -47,8 +52,8 @@ class Session(Protocol):
         """A call will hold at most `positions` tokens: preallocate the cache if it can."""
 
 
-DEFAULT_RUNTIME = "auto"  # lean where it covers the model, transformers' forward elsewhere
-RUNTIMES = (DEFAULT_RUNTIME, "lean", "hf")
+DEFAULT_RUNTIME = "auto"  # lean where it covers the model (captured on CUDA), else transformers'
+RUNTIMES = (DEFAULT_RUNTIME, "lean", "captured", "hf")
 
 
 class _SessionBase:
@@ -275,8 +280,9 @@ class LeanSession(_SessionBase):
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
         new = self._new_tokens(ids).to(self.device)  # (k,)
         self._drop_tree()
+        self._prepare(new.shape[0])
         t0 = self._start()
-        h = self.lean.forward(new, self.cache)  # (k, d)
+        h = self._forward(new)  # (k, d)
         if self.keep_hidden:
             self._keep_hidden(h)
         out = self.lean.logits(h[-last:] if last else h, self.vocab_size).float()
@@ -300,10 +306,10 @@ class LeanSession(_SessionBase):
         positions = torch.cat([torch.arange(past, prefix), prefix - 1 + depth])  # (t + n - fed,)
         allowed = torch.ones(t + n - fed, prefix + n, dtype=torch.bool).tril(past)  # causal
         allowed[t:, prefix:] = tree_ancestry(parents)[fed:]  # node i sees its ancestors only
+        self._prepare(t + n - fed, tree=True)
         t0 = self._start()
-        h = self.lean.forward(
+        h = self._forward(
             torch.cat([tail.to(self.device), tree_tokens[fed:].long().to(self.device)]),
-            self.cache,
             positions,  # on the host: the forward reads their maximum to size its RoPE table
             allowed.to(self.device, non_blocking=True),  # the tree's shape: no wait
         )  # (t + n - fed, d)
@@ -312,6 +318,13 @@ class LeanSession(_SessionBase):
         self.tree_rows = torch.cat([self.tree_rows[: 1 + fed] if fed else rows[:0], rows])
         self.tree_fed, self.tree_tokens = n, tree_tokens
         return self.tree_rows  # (1 + N, V)
+
+    def _prepare(self, k: int, tree: bool = False) -> None:
+        """Untimed set-up before a forward of k tokens: none for the eager forward."""
+
+    def _forward(self, tokens, positions=None, allowed=None) -> torch.Tensor:
+        """The forward of `tokens` (k,) after the cache: final hidden states (k, d)."""
+        return self.lean.forward(tokens, self.cache, positions, allowed)
 
     def keep_branch(self, nodes: list[int]) -> None:
         """Keep the accepted branch's cache entries as sequence positions: no re-feed."""
@@ -340,6 +353,83 @@ class LeanSession(_SessionBase):
             grown[: self.cached] = self._hidden[: self.cached]
             self._hidden = grown
         self._hidden[self.cached : end] = h.float()
+
+
+class CapturedSession(LeanSession):
+    """The lean forward replayed from one captured graph per token count k (`engine.capture`):
+    the default on CUDA, where the eager forward is launch-bound. A forward of up to
+    `CAPTURE_MAX` tokens (a draft's 1, a verify's γ + 1, a tree level) runs
+    `LeanLlama.forward_static`, captured on its k's first use *before* the session's clock
+    starts (`capture_seconds` says how long that took), then replayed; a longer one (a prefill)
+    runs the eager lean forward. Growing the cache moves its buffers, so the graphs are captured
+    again (`reserve` up front, as `decoding.run_steps` does, avoids it). If a capture fails, the
+    session warns once, naming the reason, and runs the eager lean forward from then on."""
+
+    runtime = "captured"
+    CAPTURE_MAX = 64  # tokens: longer forwards are prefills, run once each
+
+    def __init__(self, model, *args, backend: str | None = None, **kwargs) -> None:
+        """As `LeanSession`'s; `backend` as `capture.BACKENDS` (None: the device's default)."""
+        super().__init__(model, *args, **kwargs)
+        self.backend = backend or capture.default_backend(self.device)
+        self.replays: dict[tuple[bool, int], capture.Replay] = {}  # (tree?, k) -> its replay
+        self.capture_seconds = 0.0  # spent capturing: outside every timed forward
+        self._pool = torch.cuda.graph_pool_handle() if self.backend == "cuda" else None
+        self._captured_on: tuple[torch.Tensor, ...] = ()  # the buffers the graphs address
+
+    def _prepare(self, k: int, tree: bool = False) -> None:
+        if self.runtime != "captured" or k > self.CAPTURE_MAX:
+            return
+        began = time.perf_counter()
+        self.cache.reserve(self.cache.length + k)
+        if not self._captured_on or self._captured_on[0] is not self.cache.k:  # new buffers
+            self.replays.clear()
+            self.lean.prepare_static(self.cache.capacity, self.vocab_size)
+            # held here, so a table that another session regrows is never freed under a graph
+            self._captured_on = (self.cache.k, self.cache.v, self.lean.cos, self.lean.sin)
+        if (tree, k) in self.replays:
+            return
+        try:
+            self.replays[tree, k] = capture.Replay(
+                self._static_forward,
+                self._static_inputs(torch.zeros(k, dtype=torch.long), tree),
+                self.backend,
+                self._pool,
+            )
+        except Exception as err:  # any capture failure: the eager forward computes the same
+            reason = f"{type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}"
+            warnings.warn(
+                f"the captured forward failed ({reason}); running the eager lean forward",
+                stacklevel=4,
+            )
+            self.runtime, self.replays = "lean", {}
+        self.capture_seconds += time.perf_counter() - began
+
+    def _static_forward(self, tokens, slots, *tree):  # tree: its positions and mask
+        return (self.lean.forward_static(tokens, slots, self.cache, *tree),)
+
+    def _static_inputs(self, tokens, tree, positions=None, allowed=None) -> tuple:
+        """The static forward's inputs for `tokens` (k,) in the next k cache entries: a chain's
+        (tokens, slots), a tree's also its positions and its mask (k, capacity)."""
+        start, k = self.cache.length, tokens.shape[0]
+        tokens = tokens.to(self.device, non_blocking=True)
+        slots = torch.arange(start, start + k, device=self.device)
+        if not tree:
+            return tokens, slots
+        mask = torch.zeros(k, self.cache.capacity, dtype=torch.bool, device=self.device)
+        if allowed is not None:
+            mask[:, : allowed.shape[1]] = allowed
+        positions = slots if positions is None else positions.to(self.device, non_blocking=True)
+        return tokens, slots, positions, mask
+
+    def _forward(self, tokens, positions=None, allowed=None) -> torch.Tensor:
+        tree = allowed is not None
+        replay = self.replays.get((tree, tokens.shape[0]))
+        if replay is None or self.runtime != "captured":
+            return super()._forward(tokens, positions, allowed)
+        (hidden,) = replay(*self._static_inputs(tokens, tree, positions, allowed))
+        self.cache.length += tokens.shape[0]
+        return hidden
 
 
 def cache_api_problem(forward) -> str | None:
@@ -408,8 +498,9 @@ def open_session(
 ) -> Session:
     """Wrap `model` in the right session type. `vocab_size` restricts the scored vocabulary.
     runtime: `DEFAULT_RUNTIME` runs a transformers model with our lean forward where it covers
-    the model (`llama.lean_support`), else with transformers' own; "lean" insists (ValueError
-    naming the family), "hf" keeps transformers' eager path. A session passed in is returned as
+    the model (`llama.lean_support`), replayed as captured graphs on CUDA and eager elsewhere,
+    else with transformers' own; "lean" (eager) and "captured" insist (ValueError naming the
+    family), "hf" keeps transformers' eager path. A session passed in is returned as
     it is (e.g. one shared with a draft head), if it runs on the runtime asked for.
     """
     if runtime not in RUNTIMES:
@@ -428,7 +519,8 @@ def open_session(
 
 
 def runtime_of(model, runtime: str = DEFAULT_RUNTIME) -> str:
-    """Which runtime `open_session(model, runtime=runtime)` would use: "lean", "hf" or "mock"."""
+    """Which runtime `open_session(model, runtime=runtime)` would use: "lean", "captured", "hf"
+    or "mock"."""
     if isinstance(model, _SessionBase):
         return open_session(model, runtime=runtime).runtime
     if not _is_hf(model):
@@ -438,13 +530,15 @@ def runtime_of(model, runtime: str = DEFAULT_RUNTIME) -> str:
 
 def _hf_session_class(model, runtime: str) -> type:
     why = lean_support(model)
-    if runtime == "lean" and why is not None:
-        raise ValueError(f"runtime='lean': {why}; use runtime='hf' (or 'auto') for this model")
+    if runtime in ("lean", "captured") and why is not None:
+        raise ValueError(f"runtime={runtime!r}: {why}; use runtime='hf' (or 'auto') for this model")
     if runtime == "hf" or why is not None:
         if why is not None and " model not covered: " in why and model not in _WARNED:
             _WARNED.add(model)  # a covered family with a config the lean forward lacks
             warnings.warn(f"{why}: running it with transformers' forward", stacklevel=3)
         return HFSession
+    if runtime == "captured" or (runtime == DEFAULT_RUNTIME and model.device.type == "cuda"):
+        return CapturedSession
     return LeanSession
 
 

@@ -157,7 +157,7 @@ def _steps_with_syncs(sim, monkeypatch) -> list[int]:
     return per_step
 
 
-@pytest.mark.parametrize("runtime", ["lean", "hf"])
+@pytest.mark.parametrize("runtime", ["lean", "captured", "hf"])
 @pytest.mark.parametrize("kind", ["none", "host", "device"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_speculative_decoding_syncs_once_per_step(
@@ -329,7 +329,7 @@ def _tree_steps_with_syncs(sim, monkeypatch) -> list[tuple[int, int, int]]:
     return per_step
 
 
-@pytest.mark.parametrize("runtime", ["lean", "hf"])
+@pytest.mark.parametrize("runtime", ["lean", "captured", "hf"])
 @pytest.mark.parametrize("kind", ["none", "host", "device"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("branching", [(2, 1, 1), (3, 2)])
