@@ -1,27 +1,32 @@
 """Record the course's device measurements on a GPU machine (or a small smoke run on the CPU).
 
-    bash scripts/gpu_check.sh            # on a GPU box: realistic shapes, < 10 minutes
+    bash scripts/gpu_check.sh            # on a GPU box: realistic shapes, < 8 minutes
     python scripts/gpu_check.py --smoke  # anywhere: tiny shapes, a minute on a CPU
     SPECDEC_LAB_FORCE_GPU_PATHS=1 python scripts/gpu_check.py   # GPU dry run on a CPU
 
-Writes, each as soon as it is measured: data/results/gpu-device-<type>.json (what only an
-accelerator can tell: verify costs of the lean and transformers forwards at 1B and 7B shapes, host
-syncs per step, a profiler table of one step and the SDPA kernel of the verify forward, lean
-against transformers' logits at real widths, greedy mismatches per dtype; `gpu_device_checks`),
-data/results/gpu-profile-<type>.json (notebook 05's measurements, in the schema documented in
-`specdec_lab.measure.profiling`), data/results/gpu-bench-<type>.json (`python -m specdec_lab bench` on the
-embedded pair, in bfloat16 as on a GPU) and data/results/gpu-notebooks-<type>.json (every notebook run
-top to bottom on the device, as plain Python: pass or the first error, and seconds), each with
-the device it ran on. Needs no internet:
-random-init shapes only. Before the ladder runs, the memory guard (`models.fit_ladder`) drops the
-shapes that would not fit in free memory, and an out-of-memory error stops the ladder where it
-happened instead of ending the run. The dry run takes every GPU branch at smoke sizes.
+Writes, each as soon as it is measured, in this order (the principal figures first, so a short
+GPU slot gets them):
+
+1. data/results/gpu-bench-<type>.json: `gpu_bench.PARTS`, eager against captured forwards at
+   real shapes, c, speculative decoding at known α, the embedded pair; `results.summary` holds
+   the figures the course tracks (`gpu_bench.summary`);
+2. data/results/gpu-notebooks-<type>.json: every notebook top to bottom on the device, as plain
+   Python: pass or the first error, and seconds;
+3. while `BUDGET_SECONDS` last: data/results/gpu-device-<type>.json (what only an accelerator
+   can tell: lean against transformers' verify costs and logits, host syncs per step, a profiler
+   table of one step, greedy mismatches per dtype; `gpu_device_checks`) and
+   data/results/gpu-profile-<type>.json (notebook 05's ladder, in the schema documented in
+   `specdec_lab.measure.profiling`).
+
+Each record names the device it ran on. Needs no internet: random-init shapes and the embedded
+pair only. The memory guard (`models.fit_ladder`) drops the shapes that would not fit in free
+memory, and an out-of-memory error stops a ladder where it happened instead of ending the run.
+The dry run takes every GPU branch at smoke sizes.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -36,11 +41,11 @@ from specdec_lab.engine import sessions
 from specdec_lab.measure import profiling, records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, run from anywhere
+import gpu_bench  # noqa: E402
 import gpu_device_checks  # noqa: E402
 
 RESULTS = data.RESULTS_DIR
-# the bench runs in its own process (a fresh allocator); a simulated accelerator swaps this
-BENCH_COMMAND = [sys.executable, "-m", "specdec_lab", "bench"]
+BUDGET_SECONDS = 400  # past it, the optional parts are skipped: the whole run fits 8 minutes
 
 
 def forward_seconds(model, ks: list[int], batch: int = 1, repeats: int = 7) -> list[float]:
@@ -204,41 +209,59 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     smoke = args.smoke or env.dry_run(device)
     tag = device.type
-    prefix = (
-        "smoke" if smoke else "gpu"
-    )  # smoke records are git-ignored, never "recorded GPU results"
+    prefix = "smoke" if smoke else "gpu"  # smoke records are git-ignored, never GPU results
     start = time.perf_counter()
-    device_record: dict = {}
-    for part, check in gpu_device_checks.CHECKS.items():
-        t0 = time.perf_counter()
-        try:
-            device_record[part] = check(device, smoke)
-        except Exception as err:  # recorded, not raised: the other parts still run
-            device_record[part] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
-        device_record[part]["seconds"] = round(time.perf_counter() - t0, 1)
-        path = records.save_results(RESULTS / f"{prefix}-device-{tag}.json", device_record, device)
-        print(
-            f"{part}: {device_record[part].get('error', 'ok')} ({device_record[part]['seconds']} s)"
-        )
-    failed = [part for part, r in device_record.items() if "error" in r]
-    path = records.save_results(
-        RESULTS / f"{prefix}-profile-{tag}.json", profile(device, smoke), device
-    )
-    print(f"wrote {path} ({time.perf_counter() - start:.0f} s)")
-    bench = [*BENCH_COMMAND, "--out", str(RESULTS / f"{prefix}-bench-{tag}.json")]
-    if smoke:
-        bench.append("--smoke")
-    if env.gpu_paths(device):  # what a GPU loads by default; exactness is then not asserted
-        bench += ["--dtype", "bfloat16"]
-    status = subprocess.call(bench) or int(bool(failed))
-    if args.notebooks is None or args.notebooks:  # every notebook, on the device
+    deadline = start + (900 if smoke else BUDGET_SECONDS)  # then the optional parts are skipped
+
+    # 1. The principal figures: eager against captured, c, known-α runs, the embedded pair.
+    ctx = gpu_bench.context(device, smoke, deadline)
+    bench_path = RESULTS / f"{prefix}-bench-{tag}.json"
+    failed = []
+    for part, measure in gpu_bench.PARTS.items():
+        failed += _run_part(part, measure, ctx, ctx["record"])
+        record = ctx["record"] | {"summary": gpu_bench.summary(ctx["record"])}
+        records.save_results(bench_path, record, device)
+    print(f"wrote {bench_path} ({time.perf_counter() - start:.0f} s)")
+
+    # 2. Every notebook, on the device; the bench record's summary counts them.
+    status = int(bool(failed))
+    if args.notebooks is None or args.notebooks:
         path = RESULTS / f"{prefix}-notebooks-{tag}.json"
         results = run_notebooks(
             args.notebooks or None, lambda done: records.save_results(path, done, device)
         )
+        record = ctx["record"] | {"summary": gpu_bench.summary(ctx["record"], results)}
+        records.save_results(bench_path, record, device)
         print(f"wrote {path}")
         status = status or int(not all(r["ok"] for r in results.values()))
-    return status
+
+    # 3. If time is left: what only an accelerator can tell, and notebook 05's ladder.
+    device_record: dict = {}
+    for part, check in gpu_device_checks.CHECKS.items():
+        if time.perf_counter() > deadline:
+            print(f"{part}: skipped, the time budget is spent")
+            continue
+        failed += _run_part(part, lambda ctx, check=check: check(device, smoke), {}, device_record)
+        records.save_results(RESULTS / f"{prefix}-device-{tag}.json", device_record, device)
+    if time.perf_counter() < deadline:
+        path = records.save_results(
+            RESULTS / f"{prefix}-profile-{tag}.json", profile(device, smoke), device
+        )
+        print(f"wrote {path} ({time.perf_counter() - start:.0f} s)")
+    return status or int(bool(failed))
+
+
+def _run_part(part: str, measure, ctx: dict, into: dict) -> list[str]:
+    """Run one part into `into[part]`, its error recorded rather than raised (the other parts
+    still run); [part] if it failed."""
+    t0 = time.perf_counter()
+    try:
+        into[part] = measure(ctx)
+    except Exception as err:
+        into[part] = {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+    into[part]["seconds"] = round(time.perf_counter() - t0, 1)
+    print(f"{part}: {into[part].get('error', 'ok')} ({into[part]['seconds']} s)")
+    return [part] if "error" in into[part] else []
 
 
 if __name__ == "__main__":

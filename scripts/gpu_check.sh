@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One prepared GPU run (< 10 minutes on an H200): notebook 05's measurements at realistic shapes
+# One prepared GPU run (< 8 minutes on an H100 or H200, so a rerun fits a 15-minute slot): notebook 05's measurements at realistic shapes
 # and the side-by-side bench, recorded with device info in data/results/gpu-*.json.
 # The GPU machine already has torch and transformers and no internet; pass --smoke on a CPU.
 set -euo pipefail
@@ -14,4 +14,4 @@ if compgen -G ".gpu-wheels/*.whl" >/dev/null; then
   export PYTHONPATH="$PWD/.gpu-site:$PYTHONPATH"
 fi
 "$PY" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
-timeout "${GPU_CHECK_SECONDS:-570}" "$PY" scripts/gpu_check.py "$@"
+timeout "${GPU_CHECK_SECONDS:-470}" "$PY" scripts/gpu_check.py "$@"

@@ -314,6 +314,20 @@ def roofline_latency(
     return roofline_time(flops, nbytes, flops_per_s, gb_per_s)
 
 
+OVERHEAD_BOUND = 2.0
+"""A one-token forward over this many times its memory floor is bound by overhead (kernel
+launches, Python), not by bytes: the course's line between the two regimes."""
+
+
+def regime(t1_s: float, floor_s: float) -> str:
+    """The regime a one-token forward's time names against its memory floor (its bytes over the
+    measured bandwidth): "overhead-bound" over `OVERHEAD_BOUND` times it, else "memory-bound".
+    (Compute-bound is a property of larger k: past the knee of the t(k) curve.)"""
+    if not (t1_s > 0 and floor_s > 0):
+        raise ValueError(f"times must be positive, got t(1) = {t1_s} and floor = {floor_s}")
+    return "overhead-bound" if t1_s > OVERHEAD_BOUND * floor_s else "memory-bound"
+
+
 def find_knee(ks: Sequence[int], latencies: Sequence[float], tol: float = 0.1) -> int:
     """The largest k up to which latency stays within (1 + tol) × latency at k = 1 (`ks` must
     contain 1): verifying up to `knee` tokens is "free". A noisy dip past the first k over the
