@@ -346,6 +346,26 @@ def find_knee(ks: Sequence[int], latencies: Sequence[float], tol: float = 0.1) -
     return knee
 
 
+def climb_start(ks: Sequence[int], latencies: Sequence[float], tol: float = 0.1) -> int:
+    """The last k before the curve climbs for good: from the next grid point on, each k costs
+    more than (1 + tol) times the largest grid k at or below k / 2. Unlike `find_knee`'s band
+    around t(1), a one-time step survives it: a GPU's curve that jumps 10-25% from k = 1 to 2
+    (another kernel) and then stays flat to k = 256 climbs nowhere, so this is 256 where the band
+    says 1. The last k measured means "flat as far as measured"."""
+    pairs = sorted(zip(ks, latencies, strict=True))
+    if not pairs or pairs[0][0] != 1:
+        raise ValueError("ks must include k = 1 (the latency every other k is compared to)")
+    t = dict(pairs)
+    grid = [k for k, _ in pairs]
+    knee = grid[-1]
+    for i in range(len(grid) - 1, 0, -1):  # walk back while every later doubling climbs
+        half = max(k for k in grid if k <= grid[i] / 2)
+        if t[grid[i]] <= (1 + tol) * t[half]:
+            break
+        knee = grid[i - 1]
+    return knee
+
+
 @dataclass
 class RooflineData:
     """What `plot_roofline` drew, so a notebook can assert on numbers rather than pixels."""

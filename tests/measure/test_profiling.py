@@ -264,3 +264,32 @@ def test_runtime_sweep_times_both_runtimes_on_the_same_weights() -> None:
     assert all(len(t) == 2 and all(0 < x < 10 for x in t) for t in times.values())
     curve = timing.verify_curve(model, "lean", max_tokens=3)
     assert len(curve) == 3 and curve[0] == 1.0 and all(x > 0 for x in curve)
+
+
+H200_STEPPED = [1.0, 1.12, 1.08, 1.08, 1.09, 1.12, 1.11, 1.10, 1.12, 1.13, 1.11]  # base-134M's
+STEPPED_KS = [1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 64]
+
+
+def test_climb_start_survives_a_step_where_the_band_knee_does_not() -> None:
+    """The recorded H200 curve steps 12% from k = 1 to 2, then stays flat: the band knee reads
+    1, the climb never starts."""
+    assert profiling.find_knee(STEPPED_KS, H200_STEPPED, 0.1) == 1
+    assert profiling.climb_start(STEPPED_KS, H200_STEPPED, 0.1) == 64
+
+
+def test_climb_start_finds_where_a_curve_grows_with_k() -> None:
+    ks = [1, 2, 4, 8, 16, 32, 64]
+    assert profiling.climb_start(ks, [10.0, 10.2, 10.5, 12.5, 15.0, 25.0, 50.0]) == 4
+    assert profiling.climb_start(ks, [1.0 + k for k in ks], tol=0.0) == 1  # climbs from k = 2
+    assert profiling.climb_start(ks, [1.0] * len(ks)) == 64
+    noisy = [1.0, 1.1, 1.1, 1.8, 1.1, 1.1, 1.1]  # one slow point at k = 8, flat after it
+    assert profiling.climb_start(ks, noisy) == 64
+    with pytest.raises(ValueError, match="k = 1"):
+        profiling.climb_start([2, 4], [1.0, 2.0])
+
+
+def test_regime_names_overhead_past_twice_the_floor() -> None:
+    assert profiling.regime(3.7, 1.0) == "overhead-bound"  # the recorded 7B shape, eager
+    assert profiling.regime(1.3, 1.0) == "memory-bound"
+    with pytest.raises(ValueError):
+        profiling.regime(0.0, 1.0)
