@@ -10,7 +10,10 @@ one-sync-per-step tests run the captured runtime too (tests/engine/test_simulate
 """
 
 import functools
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -181,9 +184,28 @@ def test_a_tree_mask_is_honoured_in_the_replay() -> None:
         assert (rows[0] - rows[1]).abs().max() <= RELATIVE * rows[0].abs().max()
 
 
+def _in_a_fresh_process(name: str) -> None:
+    """Run this module's function `name` in a new interpreter: TorchDynamo fails in a process
+    where the simulated accelerator has renamed PyTorch's PrivateUse1 backend (another test's)."""
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+    code += f"import test_captured; test_captured.{name}()"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
 def test_the_static_forward_compiles_as_one_graph_with_no_recompile_per_step() -> None:
     """`torch.compile(fullgraph=True)` raises at any graph break; three steps at three cache
     lengths compile once, since the lengths are device tensors, not guarded integers."""
+    _in_a_fresh_process("_compiles_once")
+
+
+def test_the_eager_forward_does_not_compile_without_recompiling() -> None:
+    """Why `forward_static` exists: under `torch.compile` the eager forward guards on the cache
+    length, a Python integer, so each step's new length compiles again."""
+    _in_a_fresh_process("_recompiles")
+
+
+def _compiles_once() -> None:
     model = _tiny(TINY["llama-gqa"])
     lean = llama.LeanLlama(model, packed=False)
     cache = lean.new_cache(64)
@@ -201,9 +223,7 @@ def test_the_static_forward_compiles_as_one_graph_with_no_recompile_per_step() -
     torch._dynamo.reset()
 
 
-def test_the_eager_forward_does_not_compile_without_recompiling() -> None:
-    """Why `forward_static` exists: under `torch.compile` the eager forward guards on the cache
-    length, a Python integer, so each step's new length compiles again."""
+def _recompiles() -> None:
     model = _tiny(TINY["llama-gqa"])
     lean = llama.LeanLlama(model, packed=False)
     cache = lean.new_cache(64)
