@@ -177,3 +177,11 @@ def test_a_measured_r_below_one_is_re_timed_and_said(micro, monkeypatch, capsys)
     said = capsys.readouterr().out
     assert calls == [2, 5] and "suspect" in said and "again" in said
     assert costs.verify_cost[1] == 0.9
+
+
+def test_the_dtypes_line_shows_plain_decodings_rate_beside_its_ratios() -> None:
+    costs = plan.Costs(verify_cost=(1.0, 0.8, 1.1), c={"d": 0.1}, t1_ms=50.0)
+    planned = plan.Plan("d", 1, 1.5, {"d": 0.6}, costs, 0.0)
+    said = plan.describe_dtypes({torch.float32: planned}, torch.float32)
+    assert "plain decoding 20 tokens/s" in said  # 1000 / 50 ms
+    assert "t(k)/t(1) for k = 1..3: 1.00 0.80 1.10" in said
