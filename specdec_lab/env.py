@@ -215,3 +215,75 @@ def device_info(device: torch.device | str | None = None) -> dict[str, object]:
         info["gpu"] = props.name
         info["gpu_memory_gb"] = round(props.total_memory / 2**30, 1)
     return info
+
+
+def cache_sizes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, int | None]:
+    """This CPU's data caches in bytes, where the OS says: {"L2": ..., "L3": ...} (None where
+    it does not). Linux lists them under `sysfs` (per core: L2 is one core's, L3 is shared);
+    macOS answers `sysctl hw.l2cachesize hw.l3cachesize`; elsewhere both are None."""
+    out: dict[str, int | None] = {"L2": None, "L3": None}
+    if os.path.isdir(sysfs):
+        for index in sorted(os.listdir(sysfs)):
+            try:
+                with open(os.path.join(sysfs, index, "level")) as f:
+                    level = int(f.read())
+                with open(os.path.join(sysfs, index, "type")) as f:
+                    kind = f.read().strip()
+                with open(os.path.join(sysfs, index, "size")) as f:
+                    size = _cache_bytes(f.read())
+            except (OSError, ValueError):
+                continue
+            if kind in ("Data", "Unified") and f"L{level}" in out:
+                out[f"L{level}"] = size
+    elif platform.system() == "Darwin":
+        for name in out:
+            try:
+                got = subprocess.run(
+                    ["sysctl", "-n", f"hw.{name.lower()}cachesize"],
+                    capture_output=True,
+                    text=True,
+                    timeout=2,
+                ).stdout.strip()
+                out[name] = int(got) or None
+            except (OSError, ValueError, subprocess.SubprocessError):
+                pass
+    return out
+
+
+def _cache_bytes(text: str) -> int:
+    """'1280K', '48M' or '512' (sysfs' sizes) in bytes."""
+    text = text.strip().upper()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    return int(text.rstrip("KMG")) * scale
+
+
+FAR_LARGER = 4  # weights this many times the last-level cache stream from memory every forward
+
+
+def regime(weight_bytes: int, caches: dict[str, int | None] | None = None) -> dict[str, object]:
+    """The regime a forward over `weight_bytes` of weights runs in on this CPU, from its caches
+    (`cache_sizes`, unless given): "memory-bound" when the weights are far larger (at least
+    `FAR_LARGER` times) than the last-level cache, "in-cache compute-bound" when they fit in it,
+    "in between" otherwise, and "unknown" where the OS does not say. Returns the regime, the
+    last-level cache's name and bytes, and the weights over it."""
+    caches = cache_sizes() if caches is None else caches
+    level = next((name for name in ("L3", "L2") if caches.get(name)), None)
+    if level is None:
+        return {"regime": "unknown", "cache": None, "cache_bytes": None, "ratio": None}
+    size = caches[level]
+    ratio = weight_bytes / size
+    if ratio >= FAR_LARGER:
+        name = "memory-bound"
+    elif ratio <= 1:
+        name = "in-cache compute-bound"
+    else:
+        name = "in between"
+    return {"regime": name, "cache": level, "cache_bytes": size, "ratio": ratio}
+
+
+def pair_regime(pair, caches: dict[str, int | None] | None = None) -> dict[str, object]:
+    """`regime` of a loaded pair's weights, target and draft together (what the loop streams)."""
+    weights = sum(
+        p.numel() * p.element_size() for m in (pair.target, pair.draft) for p in m.parameters()
+    )
+    return regime(weights, caches) | {"weight_bytes": weights}

@@ -33,8 +33,7 @@ def planned_pair(pair, ids, args, temperatures, runtime, probe_tokens, trees=Tru
     first = plan.plan_pairs(pairs, ids, temperatures[:1], runtime, **how)
     first = {dtype: by_t[temperatures[0]] for dtype, by_t in first.items()}
     chosen = plan.choose_dtype(first)
-    if len(pairs) > 1:
-        print(f"dtype, planned at T = {temperatures[0]:g}:\n{plan.describe_dtypes(first, chosen)}")
+    print(f"dtype, planned at T = {temperatures[0]:g}:\n{plan.describe_dtypes(first, chosen)}")
     costs = {chosen: first[chosen].costs}  # measured once; α is probed per temperature
     rest = plan.plan_pairs(
         {chosen: pairs[chosen]}, ids, temperatures[1:], runtime, **how, costs=costs

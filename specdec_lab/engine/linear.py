@@ -14,6 +14,11 @@ on the other core); quiet, a three-token one took 73 ms against 118 ms: r(3) = 1
 It packs a float32 weight on the CPU, in a torch built with oneDNN, in a model of at most 2 GiB
 of weights (`model_packing`), unless `SPECDEC_LAB_PACK=0` is set (=1 lifts the size limit). The
 two paths agree to rounding, not bit for bit (tests/engine/test_lean.py, notebook 05 §4c).
+
+That rule was calibrated on one AMD machine; on an Intel Xeon packed k >= 2 forwards ran slower
+than unpacked ones (5.3 against 3.3-4.3 ms on the embedded pair; 58/57 against 47/50 ms on
+SmolLM2 at k = 2, 3). So by default a weight is packed only where `packing_wins` measures the
+packed product faster on the learner's machine: once per weight shape, per process, a few ms.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ class Linear:
         self, weight: torch.Tensor, bias: torch.Tensor | None = None, packed: bool | None = None
     ) -> None:
         self.weight, self.bias = weight, bias  # the model's own tensors
-        if packed is None:
-            packed = can_pack(weight)
+        if packed is None:  # packed only where this machine runs it faster (`packing_wins`)
+            packed = can_pack(weight) and packing_wins(tuple(weight.shape))
         self.packed = _reorder(weight.detach()) if packed else None  # (oneDNN layout) or None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -84,3 +89,36 @@ def _onednn_works() -> bool:
     except (AttributeError, NotImplementedError, RuntimeError):
         return False
     return torch.equal(y, torch.tensor([[8.0, 9.0, 10.0, 11.0]] * 2))
+
+
+PROBE_ROWS = (2, 3, 4, 6)  # the verify forwards' row counts the probe times
+PROBE_REPEATS = 5
+PROBE_MARGIN = 0.95  # packed must take at most this share of F.linear's time to be chosen
+
+
+@functools.cache
+def packing_wins(shape: tuple[int, int]) -> bool:
+    """Whether a packed (oneDNN) product with a float32 weight of `shape` (d_out, d_in) beats
+    `F.linear` on this machine for the few rows of a verify forward: the sums over PROBE_ROWS of
+    each path's fastest of PROBE_REPEATS interleaved calls, packed at most PROBE_MARGIN of
+    F.linear's. Measured once per shape per process (cached); SPECDEC_LAB_PACK=1 says yes."""
+    if os.environ.get("SPECDEC_LAB_PACK") == "1":
+        return True
+    import time
+
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(shape, generator=gen)
+    packed = _reorder(weight)
+    best = {"plain": [float("inf")] * len(PROBE_ROWS), "packed": [float("inf")] * len(PROBE_ROWS)}
+    with torch.inference_mode():
+        xs = [torch.randn(k, shape[1], generator=gen) for k in PROBE_ROWS]
+        for _ in range(1 + PROBE_REPEATS):  # the first round warms both paths up, and counts too
+            for i, x in enumerate(xs):
+                for name in best:
+                    t0 = time.perf_counter()
+                    if name == "plain":
+                        F.linear(x, weight)
+                    else:
+                        torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
+                    best[name][i] = min(best[name][i], time.perf_counter() - t0)
+    return sum(best["packed"]) <= PROBE_MARGIN * sum(best["plain"])

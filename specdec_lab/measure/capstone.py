@@ -319,14 +319,14 @@ def curve_and_c(
     pair, clock: Callable[[], float] = time.perf_counter, repeats: int = 11, max_tokens: int = 9
 ) -> tuple[list[float], float]:
     """The verification curve t(k) / t(1) for k = 1..max_tokens and c, the draft's one-token
-    forward over the target's, all timed in the same interleaved rounds (`timing.session_sweep`)."""
-    opened = {
-        "target": sessions.open_session(pair.target, pair.vocab_size),
-        "draft": sessions.open_session(pair.draft, pair.vocab_size),
-    }
-    ks = {"target": range(1, max_tokens + 1), "draft": [1]}
-    t = timing.session_sweep(opened, ks, repeats, clock=clock)
-    return [x / t["target"][0] for x in t["target"]], t["draft"][0] / t["target"][0]
+    forward over the target's, from the course's one instrument (`timing.loop_costs`: timed in
+    the order the decoding loops run them)."""
+    target = sessions.open_session(pair.target, pair.vocab_size)
+    draft = sessions.open_session(pair.draft, pair.vocab_size)
+    setup = timing.session_setup(target, {"draft": draft}, max_k=max_tokens)
+    t = timing.loop_costs({None: setup}, range(1, max_tokens + 1), repeats, clock)[None]
+    t1 = t["t"][1]
+    return [t["t"][k] / t1 for k in range(1, max_tokens + 1)], t["step"]["draft"] / t1
 
 
 def best_plan(alpha: float, alpha_se: float, c: float, curve: Sequence[float]) -> dict[str, Any]:

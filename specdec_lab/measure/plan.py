@@ -190,7 +190,8 @@ def plan_pairs(
 
 
 def describe_dtypes(plans: dict[torch.dtype, Plan], chosen: torch.dtype) -> str:
-    """One line per dtype's plan: t(1), the expected speedup and tokens per second."""
+    """Per dtype's plan: t(1), the expected speedup and tokens per second, then plain decoding's
+    tokens per second beside t(k)/t(1) for k = 1..8 (so that a handicapped baseline shows)."""
     lines = []
     for dtype, planned in plans.items():
         rate = 1e3 * planned.predicted / planned.costs.t1_ms
@@ -198,6 +199,11 @@ def describe_dtypes(plans: dict[torch.dtype, Plan], chosen: torch.dtype) -> str:
             f"  {str(dtype).removeprefix('torch.')}: t(1) = {planned.costs.t1_ms:.1f} ms, "
             f"expected {planned.predicted:.2f}x -> {rate:.0f} tokens/s"
             + ("   <- chosen" if dtype == chosen else "")
+        )
+        r = " ".join(f"{x:.2f}" for x in planned.costs.verify_cost[:8])
+        lines.append(  # a k-token forward cheaper per call than one token: a handicapped baseline
+            f"    plain decoding {1e3 / planned.costs.t1_ms:.0f} tokens/s; "
+            f"t(k)/t(1) for k = 1..{min(8, len(planned.costs.verify_cost))}: {r}"
         )
     return "\n".join(lines)
 
@@ -224,17 +230,31 @@ def measure_costs_together(
 ) -> dict[object, Costs]:
     """The costs of several setups ({key: (target model, candidates)}, say one pair in two
     dtypes) from the same interleaved rounds, so a change in the machine's speed reaches all."""
-    calls, croppers = {}, {}  # (key, "target", k) or (key, "step", name) -> a call; its rollback
-    for key, (target_model, candidates) in setups.items():
-        device = _cost_calls(
-            calls, croppers, key, target_model, candidates, ids, max_tokens, vocab_size
+    built = {
+        key: _cost_setup(target_model, candidates, ids, max_tokens, vocab_size)
+        for key, (target_model, candidates) in setups.items()
+    }
+    ks = range(1, max_tokens + 1)
+    t = timing.loop_costs(built, ks, repeats)
+    suspect = [key for key in built if any(t[key]["t"][k] < t[key]["t"][1] for k in ks)]
+    if suspect:  # a k-token forward faster than a one-token one: re-time before planning on it
+        print(
+            "the plan: a measured r(k) < 1 (a k-token forward faster than one token) is suspect;"
+            f" re-timing with {2 * repeats + 1} rounds"
         )
-    t = timing.interleaved(calls, repeats, device, before=lambda call: croppers[call]())
+        again = timing.loop_costs({key: built[key] for key in suspect}, ks, 2 * repeats + 1)
+        t |= again
+        still = [key for key in suspect if any(t[key]["t"][k] < t[key]["t"][1] for k in ks)]
+        if still:
+            print(
+                "the plan: r(k) < 1 again after re-timing: this CPU runs a one-token forward"
+                " slower than a k-token one (see the bench's t(k)/t(1))"
+            )
     out = {}
-    for key, (_, candidates) in setups.items():
-        t1 = t[key, "target", 1]
-        r = tuple(t[key, "target", k] / t1 for k in range(1, max_tokens + 1))
-        out[key] = Costs(r, {name: t[key, "step", name] / t1 for name in candidates}, 1e3 * t1)
+    for key in built:
+        t1 = t[key]["t"][1]
+        r = tuple(t[key]["t"][k] / t1 for k in ks)
+        out[key] = Costs(r, {name: s / t1 for name, s in t[key]["step"].items()}, 1e3 * t1)
     return out
 
 
@@ -255,28 +275,26 @@ def pair_candidates(pair, runtime: str = sessions.DEFAULT_RUNTIME) -> dict[str, 
     return out
 
 
-def _cost_calls(
-    calls: dict, croppers: dict, key, target_model, candidates, ids, max_tokens, vocab_size
-) -> torch.device:
-    """Add to `calls` the target's forward over k = 1..max_tokens tokens after `ids` and one
-    drafting step of each candidate, and to `croppers` their rollbacks; returns the device."""
+def _cost_setup(target_model, candidates, ids, max_tokens, vocab_size) -> timing.Setup:
+    """The `timing.Setup` of one target: its session with `ids` cached, and one drafting step of
+    each candidate with its rollback."""
     session = sessions.open_session(target_model, vocab_size)
     ids = ids.to(session.device)  # where the loop keeps them
     prefix = ids.shape[0]
     longer = torch.cat([ids, ids.new_zeros(max_tokens)])  # any tokens: the cost does not read them
     session.logits(ids)
-    for k in range(1, max_tokens + 1):
-        calls[key, "target", k] = partial(session.logits, longer[: prefix + k])
-        croppers[key, "target", k] = partial(session.crop, prefix)
     greedy = SamplingConfig(0.0)
+    steps = {}
     for name, make in candidates.items():
         target, drafter = make()
         if getattr(drafter, "target", None) is target:  # a head reads its session's hidden states
             target.logits(ids)
-        calls[key, "step", name] = partial(drafter.propose, ids, 1, greedy, None)
         crop = getattr(drafter, "crop", None)  # a draft model's cache: feed one token each time
-        croppers[key, "step", name] = partial(crop, prefix - 1) if crop else lambda: None
-    return session.device
+        steps[name] = (
+            partial(drafter.propose, ids, 1, greedy, None),
+            partial(crop, prefix - 1) if crop else lambda: None,
+        )
+    return timing.Setup(session, prefix, longer, steps)
 
 
 def probe_alpha(

@@ -482,7 +482,7 @@ def test_the_formula_sheet_states_what_the_package_computes() -> None:
     assert f"gives {sampled:.2f} sampled and {top:.2f} by argmax" in sheet
 
 
-def test_curve_and_c_come_from_one_interleaved_sweep() -> None:
+def test_curve_and_c_come_from_one_interleaved_sweep() -> None:  # timing.loop_costs
     pair = models.load_pair("embedded")
     curve, c = capstone.curve_and_c(pair, repeats=2, max_tokens=4)
     assert len(curve) == 4 and curve[0] == 1.0

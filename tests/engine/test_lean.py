@@ -354,6 +354,7 @@ def test_a_model_too_large_to_copy_is_not_packed_unless_told(model, monkeypatch)
             if isinstance(p, Linear)
         }
 
+    monkeypatch.setattr(linear, "packing_wins", lambda shape: True)  # as if it measured faster
     assert packs(llama.LeanLlama(model)) == {True}  # a few MB of weights: packed
     monkeypatch.setattr(linear, "PACK_MAX_BYTES", 1024)  # as if the model had 1 KB to spare
     assert packs(llama.LeanLlama(model)) == {False}
@@ -515,3 +516,24 @@ def test_the_kept_lean_forward_lets_the_model_go_and_be_copied() -> None:
     del model
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.skipif(not can_pack(torch.ones(1)), reason="this torch cannot pack for oneDNN")
+def test_packing_is_chosen_by_measurement(model, monkeypatch) -> None:
+    """By default a weight is packed only where `packing_wins` says the packed product is
+    faster here (its answer is not asserted: it is a timing)."""
+    asked = []
+    monkeypatch.setattr(linear, "packing_wins", lambda shape: asked.append(shape) or False)
+    lean = llama.LeanLlama(model)
+    projections = [
+        p for layer in lean.layers for p in vars(layer).values() if isinstance(p, Linear)
+    ]
+    assert asked and all(p.packed is None for p in projections)
+
+
+@pytest.mark.skipif(not can_pack(torch.ones(1)), reason="this torch cannot pack for oneDNN")
+def test_the_packing_probe_answers_once_per_shape() -> None:
+    linear.packing_wins.cache_clear()
+    first = linear.packing_wins((64, 32))
+    assert isinstance(first, bool) and linear.packing_wins((64, 32)) is first
+    assert linear.packing_wins.cache_info().hits >= 1

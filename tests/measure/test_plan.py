@@ -139,21 +139,49 @@ def test_the_dtype_is_the_one_expected_to_decode_fastest() -> None:
     assert plan.choose_dtype(plans) == torch.bfloat16
 
 
-def test_setups_are_timed_in_the_same_interleaved_rounds(micro, monkeypatch) -> None:
-    sweeps = []  # the keys of each call of timing.interleaved
-    real = plan.timing.interleaved
+def test_setups_are_timed_in_the_same_rounds_of_the_one_instrument(micro, monkeypatch) -> None:
+    sweeps = []  # the setups of each call of timing.loop_costs
+    real = plan.timing.loop_costs
 
-    def spy(calls, *args, **kwargs):
-        sweeps.append(set(calls))
-        return real(calls, *args, **kwargs)
+    def spy(setups, *args, **kwargs):
+        sweeps.append(set(setups))
+        return real(setups, *args, **kwargs)
 
-    monkeypatch.setattr(plan.timing, "interleaved", spy)
+    monkeypatch.setattr(plan.timing, "loop_costs", spy)
     setups = {"a": (micro, _candidates(micro)), "b": (micro, {"x": _candidates(micro)["itself"]})}
     costs = plan.measure_costs_together(setups, IDS, max_tokens=3, repeats=1)
-    assert len(sweeps) == 1  # one sweep: a drift of the machine's speed reaches both setups
-    assert {key[0] for key in sweeps[0]} == {"a", "b"}
+    assert sweeps[0] == {"a", "b"}  # one sweep: a drift of the machine's speed reaches both
+    assert all(s <= {"a", "b"} for s in sweeps[1:])  # any re-timing of a suspect r(k) < 1
+    n = len(sweeps)
     assert set(costs["a"].c) == {"itself", "slow"} and set(costs["b"].c) == {"x"}
     assert all(len(c.verify_cost) == 3 and c.verify_cost[0] == 1.0 for c in costs.values())
     assert costs["a"].c["slow"] > 2  # the 30 ms sleep is charged to its own setup's step
     one = plan.measure_costs(micro, _candidates(micro), IDS, max_tokens=3, repeats=1)
-    assert set(one.c) == {"itself", "slow"} and len(sweeps) == 2
+    assert set(one.c) == {"itself", "slow"} and len(sweeps) > n
+
+
+def test_a_measured_r_below_one_is_re_timed_and_said(micro, monkeypatch, capsys) -> None:
+    """A k-token forward faster than a one-token one is suspect: the plan times again, says so,
+    and says so again when the second reading agrees."""
+    calls = []
+
+    def fake(setups, ks, repeats=5, *args, **kwargs):
+        calls.append(repeats)
+        return {
+            key: {"t": {k: 1.0 if k == 1 else 0.9 for k in ks}, "step": dict.fromkeys(s.steps, 0.1)}
+            for key, s in setups.items()
+        }
+
+    monkeypatch.setattr(plan.timing, "loop_costs", fake)
+    costs = plan.measure_costs(micro, {"itself": _candidates(micro)["itself"]}, IDS, 3, repeats=2)
+    said = capsys.readouterr().out
+    assert calls == [2, 5] and "suspect" in said and "again" in said
+    assert costs.verify_cost[1] == 0.9
+
+
+def test_the_dtypes_line_shows_plain_decodings_rate_beside_its_ratios() -> None:
+    costs = plan.Costs(verify_cost=(1.0, 0.8, 1.1), c={"d": 0.1}, t1_ms=50.0)
+    planned = plan.Plan("d", 1, 1.5, {"d": 0.6}, costs, 0.0)
+    said = plan.describe_dtypes({torch.float32: planned}, torch.float32)
+    assert "plain decoding 20 tokens/s" in said  # 1000 / 50 ms
+    assert "t(k)/t(1) for k = 1..3: 1.00 0.80 1.10" in said

@@ -91,24 +91,57 @@ def test_seconds_are_the_fastest_round(monkeypatch):
 
 
 def test_forward_costs_time_target_verify_and_drafts_in_the_same_rounds(setup, monkeypatch):
-    """c and r come from one set of interleaved rounds: every round times the target's one-token
-    forward, its verification and each draft, in turn (NB04 read c = 0.075 and 0.097 from one
-    pair when they were timed one after the other)."""
+    """c and r come from one call of the one instrument (`loop_costs`): every round times the
+    target's one-token forward, its verification and each draft (NB04 read c = 0.075 and 0.097
+    from one pair when they were timed one after the other)."""
     pair, drafts, _ = setup
-    rounds: list[list] = []
-    real = timing.interleaved
+    calls: list[tuple] = []
+    real = timing.loop_costs
 
-    def spying(calls, repeats, *args, **kwargs):
-        rounds.append(list(calls))
-        return real(calls, repeats, *args, **kwargs)
+    def spying(setups, ks, *args, **kwargs):
+        calls.append(({key: set(s.steps) for key, s in setups.items()}, list(ks)))
+        return real(setups, ks, *args, **kwargs)
 
-    monkeypatch.setattr(timing, "interleaved", spying)
+    monkeypatch.setattr(timing, "loop_costs", spying)
     drafts = drafts | {"itself": pair.target}
     t1, t_verify, t_draft = timing.forward_costs(pair, drafts, 3, repeats=2)
-    timed = [("target", 1), ("target", 4), (("draft", "small"), 1), (("draft", "itself"), 1)]
-    assert rounds == [timed]  # one call of the harness: one set of rounds
+    assert calls == [({None: {"small", "itself"}}, [4])]  # one call: one set of rounds
     assert min(t1, t_verify, *t_draft.values()) > 0
     assert set(t_draft) == {"small", "itself"}
+
+
+class _Recorder:
+    """A session that logs its forwards: (name, new tokens) per call of `logits`."""
+
+    def __init__(self, name: str, log: list, vocab_size: int = VOCAB) -> None:
+        self.name, self.log, self.vocab_size, self.cached = name, log, vocab_size, 0
+        self.device = torch.device("cpu")
+
+    def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
+        self.log.append((self.name, ids.shape[0] - self.cached))
+        self.cached = ids.shape[0]
+        return torch.zeros(1, self.vocab_size)
+
+    def crop(self, length: int) -> None:
+        self.cached = length
+
+
+def test_loop_costs_runs_the_forwards_in_the_loops_order() -> None:
+    """Each round: plain decoding's one-token forwards in a row (t(1) never read right after a
+    larger forward), then per k the draft's k - 1 one-token steps and the target's k-token
+    verify, as speculative decoding runs them."""
+    log: list = []
+    target, draft = _Recorder("p", log), _Recorder("q", log)
+    built = timing.session_setup(target, {"q": draft}, prefix=4, max_k=3)
+    log.clear()
+    ticks = itertools.count()
+    out = timing.loop_costs(
+        {None: built}, [1, 3], repeats=1, warmups=0, plain=3, clock=lambda: next(ticks)
+    )
+    assert log == [("p", 1), ("p", 1), ("p", 1), ("q", 1), ("q", 1), ("p", 3)]
+    assert set(out[None]["t"]) == {1, 3} and set(out[None]["step"]) == {"q"}
+    with pytest.raises(ValueError, match="repeats"):
+        timing.loop_costs({None: built}, [1], repeats=0)
 
 
 @pytest.mark.parametrize(
