@@ -14,6 +14,7 @@ Two runtimes run a transformers model (`open_session(model, runtime=...)`):
 
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 import weakref
@@ -49,6 +50,23 @@ class Session(Protocol):
 
 DEFAULT_RUNTIME = "auto"  # lean where it covers the model, transformers' forward elsewhere
 RUNTIMES = (DEFAULT_RUNTIME, "lean", "hf")
+
+
+def _atomic(forward):
+    """A session method that leaves the cache as it found it if it stops part-way. An exception
+    or a notebook interrupt inside a forward may have stored keys and values in some layers and
+    not in others; the cache then goes back to the `cached` tokens, and the next call resumes
+    from there, as if the stopped call had never run."""
+
+    @functools.wraps(forward)
+    def run(self, *args, **kwargs):
+        try:
+            return forward(self, *args, **kwargs)
+        except BaseException:  # KeyboardInterrupt too: it is what a notebook's stop raises
+            self.crop(self.cached)
+            raise
+
+    return run
 
 
 class _SessionBase:
@@ -167,6 +185,7 @@ class HFSession(_SessionBase):
         self.keep_hidden = keep_hidden
         self.hidden = torch.empty(0, model.config.hidden_size, device=self.device)  # (cached, d)
 
+    @_atomic
     @torch.inference_mode()
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
         """Scores for the unseen positions of `ids`, or only for the `last` of them (a prefill
@@ -177,6 +196,7 @@ class HFSession(_SessionBase):
         self._count(t0, ids.shape[0])
         return out
 
+    @_atomic
     @torch.inference_mode()
     def tree_logits(
         self, ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int]
@@ -231,10 +251,10 @@ class HFSession(_SessionBase):
             )
 
     def crop(self, length: int) -> None:
-        drop = self.cached - length
-        if drop > 0:
-            self.cache.crop(-drop)  # transformers 5.x: a negative count of tokens to remove
         super().crop(length)
+        for layer in self.cache.layers:  # one by one: a stopped forward may have filled a few
+            if (drop := layer.get_seq_length() - self.cached) > 0:
+                layer.crop(-drop)  # transformers 5.x: a negative count of tokens to remove
         self.hidden = self.hidden[: self.cached]
 
 
@@ -271,6 +291,7 @@ class LeanSession(_SessionBase):
     def reserve(self, positions: int) -> None:
         self.cache.reserve(positions)
 
+    @_atomic
     @torch.inference_mode()
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
         new = self._new_tokens(ids).to(self.device)  # (k,)
@@ -283,6 +304,7 @@ class LeanSession(_SessionBase):
         self._count(t0, ids.shape[0])
         return out  # (k or last, V)
 
+    @_atomic
     @torch.inference_mode()
     def tree_logits(
         self, ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int]
