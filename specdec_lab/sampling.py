@@ -171,6 +171,7 @@ def sample(
     rows = probs[None] if probs.dim() == 1 else probs  # (N, V)
     cdf = rows.cumsum(-1, dtype=cdf_dtype(probs.device))  # (N, V)
     if check:
+        check_generator(generator)
         _check_weights(rows, cdf[:, -1])
     tokens = inverse_cdf(cdf, uniforms(rows.shape[0], generator, probs.device))  # (N,)
     return tokens[0] if probs.dim() == 1 else tokens
@@ -207,16 +208,21 @@ def generator_on(
     happens on the device: no host-to-device copy of uniforms, which on CUDA waits for the
     device's queue at every draft token.
     """
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(
-            f"generator must be a torch.Generator or None, got {type(generator).__name__} "
-            f"{generator!r:.20}: pass a seeded one, e.g. torch.Generator().manual_seed(0)"
-        )
+    check_generator(generator)
     device = torch.device(device)
     if generator is None or generator.device.type == device.type:
         return generator
     seed = int(torch.randint(2**62, (1,), generator=generator))  # host -> host: no device sync
     return env.generator(device, seed)
+
+
+def check_generator(generator) -> None:
+    """Refuse anything but a `torch.Generator` or None (a seed, say), naming the fix."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"generator must be a torch.Generator or None, got {type(generator).__name__} "
+            f"{generator!r:.20}: pass a seeded one, e.g. torch.Generator().manual_seed(0)"
+        )
 
 
 def rand(*shape: int, generator: torch.Generator | None, device, dtype=torch.float32):

@@ -31,7 +31,7 @@ from functools import partial
 
 import torch
 
-from specdec_lab import decoding, drafters, heads, theory, tree
+from specdec_lab import decoding, drafters, heads, inputs, theory, tree
 from specdec_lab.engine import sessions
 from specdec_lab.measure import timing
 from specdec_lab.sampling import SamplingConfig
@@ -120,6 +120,11 @@ def make_plan(
     choose (see the module's docstring). t(k) is measured for k up to `max_tokens`, so
     γ ≤ max_tokens - 1. `trees` ({candidate name: its draft model}) also weighs a token tree
     drafted by that model (`probe_tree`), chosen when it is expected to beat every chain."""
+    if not isinstance(candidates, dict) or not candidates:
+        raise ValueError(
+            "candidates must be a non-empty dict {name: make() -> (target, drafter)}, got "
+            f"{candidates!r:.40}: take a pair's with plan.pair_candidates(pair)"
+        )
     start = time.perf_counter()
     if costs is None:  # on the first prompt
         costs = measure_costs(
@@ -224,6 +229,13 @@ def measure_costs_together(
 ) -> dict[object, Costs]:
     """The costs of several setups ({key: (target model, candidates)}, say one pair in two
     dtypes) from the same interleaved rounds, so a change in the machine's speed reaches all."""
+    if not inputs.is_count(max_tokens, least=2):
+        raise ValueError(
+            f"max_tokens must be an integer >= 2 (t(k) is timed for k = 1 .. max_tokens, and a "
+            f"draft of γ tokens needs t(γ + 1)), got {max_tokens!r}"
+        )
+    if not inputs.is_count(repeats):
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     calls, croppers = {}, {}  # (key, "target", k) or (key, "step", name) -> a call; its rollback
     for key, (target_model, candidates) in setups.items():
         device = _cost_calls(
@@ -261,6 +273,8 @@ def _cost_calls(
     """Add to `calls` the target's forward over k = 1..max_tokens tokens after `ids` and one
     drafting step of each candidate, and to `croppers` their rollbacks; returns the device."""
     session = sessions.open_session(target_model, vocab_size)
+    ids = inputs.check_prompt(ids)
+    inputs.check_token_ids(ids, session.vocab_size)
     ids = ids.to(session.device)  # where the loop keeps them
     prefix = ids.shape[0]
     longer = torch.cat([ids, ids.new_zeros(max_tokens)])  # any tokens: the cost does not read them
