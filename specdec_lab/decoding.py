@@ -208,6 +208,7 @@ def speculative_generate(
     """
     cfg = SamplingConfig(temperature, top_k, top_p)
     inputs.check_gamma(gamma)
+    inputs.check_callable("verifier", verifier)
     if cfg.greedy and verifier is not None:
         raise ValueError("temperature=0 uses greedy verification; a custom verifier needs T > 0")
     inputs.check_positions([target, draft], inputs.check_prompt(input_ids).shape[0], max_new_tokens)
@@ -246,6 +247,7 @@ def run_steps(
     ids = inputs.check_prompt(input_ids)
     inputs.check_max_new_tokens(max_new_tokens)
     inputs.check_token_ids(ids, target.vocab_size)
+    inputs.check_callable("on_step", on_step)
     # A step drafts at most max_new_tokens - 1 tokens, whatever γ is (γ = 10**7 reserved 123 GB).
     start_call([target, drafter], ids.shape[0] + max_new_tokens + min(gamma, max_new_tokens) + 1)
     ids = ids.to(target.device)  # the sequence lives where the target does

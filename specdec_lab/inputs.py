@@ -117,6 +117,12 @@ def check_max_new_tokens(max_new_tokens: int) -> None:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
 
 
+def check_callable(name: str, f) -> None:
+    """Refuse a hook that is neither None nor callable before the first step calls it."""
+    if f is not None and not callable(f):
+        raise TypeError(f"{name} must be a function or None, got {type(f).__name__} {f!r:.40}")
+
+
 def check_vocab_size(who: str, model, vocab_size: int | None) -> None:
     """`vocab_size` may narrow a model's logits to a shared prefix, never widen them; an open
     session or a drafter carries its own, and a different one is refused, not ignored."""

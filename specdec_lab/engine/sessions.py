@@ -10,6 +10,10 @@ Two runtimes run a transformers model (`open_session(model, runtime=...)`):
 - "lean" (`LeanSession`): our own forward for the Llama family (`specdec_lab.engine.llama`), with a
   preallocated KV cache; rollback moves a pointer. The default wherever it covers the model.
 - "hf" (`HFSession`): transformers' own forward and `DynamicCache`. Every family; the fallback.
+
+A forward stopped part-way (an exception, a notebook's interrupt) leaves the cache as it was
+(`_atomic`): the next call resumes from the tokens the session held before it. Every generation
+call also empties the sessions it is handed first (`decoding.start_call`).
 """
 
 from __future__ import annotations

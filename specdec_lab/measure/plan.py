@@ -277,6 +277,7 @@ def _cost_calls(
     inputs.check_token_ids(ids, session.vocab_size)
     ids = ids.to(session.device)  # where the loop keeps them
     prefix = ids.shape[0]
+    decoding.start_call([session], prefix + max_tokens)  # a session handed in starts afresh
     longer = torch.cat([ids, ids.new_zeros(max_tokens)])  # any tokens: the cost does not read them
     session.logits(ids)
     for k in range(1, max_tokens + 1):

@@ -70,6 +70,7 @@ BAD = [
     (lambda: auto(temperature=math.inf), ValueError, ("temperature", "finite", "inf")),
     (lambda: spec(temperature=True), ValueError, ("temperature", "number", "True")),
     (lambda: tree_(branching=(True,)), ValueError, ("branching", "positive ints", "True")),
+    (lambda: tree_(branching=3), ValueError, ("branching", "tuple of positive ints", "got 3")),
     (lambda: make_plan(max_tokens=1), ValueError, ("max_tokens", ">= 2", "got 1")),
     (lambda: make_plan(repeats=0), ValueError, ("repeats", "positive integer", "got 0")),
     # raw errors from deep inside: a string for a number, an int for a generator, no candidates
@@ -82,6 +83,8 @@ BAD = [
     (lambda: make_plan({}), ValueError, ("candidates", "non-empty", "plan.pair_candidates(pair)")),
     (lambda: make_plan([]), ValueError, ("candidates", "non-empty", "plan.pair_candidates(pair)")),
     (lambda: sampling.logits_to_probs(torch.zeros(4), 1.0, temperature=1.0), TypeError, ("once",)),
+    (lambda: spec(on_step=5), TypeError, ("on_step", "a function or None", "5")),
+    (lambda: spec(verifier=5), TypeError, ("verifier", "a function or None", "5")),
     (lambda: drafters.HeuristicGamma(DRAFT, initial=True), ValueError, ("initial", "True")),
     (lambda: drafters.PromptLookupDrafter(8, max_ngram=True), ValueError, ("max_ngram", "True")),
     # text, or a tokenizer's output, where token ids belong: say how to encode it
