@@ -125,7 +125,8 @@ def autoregressive_generate(
     inputs.check_positions([model], ids.shape[0], max_new_tokens)  # before any forward
     inputs.check_vocab_size("model", model, vocab_size)
     target = open_session(model, vocab_size, runtime)
-    target.reserve(ids.shape[0] + max_new_tokens)
+    inputs.check_token_ids(ids, target.vocab_size)
+    start_call([target], ids.shape[0] + max_new_tokens)
     ids = ids.to(target.device)  # the sequence lives where the model does
     generator = generator_on(generator, target.device)
     stats = GenerationStats()
@@ -208,6 +209,7 @@ def speculative_generate(
     """
     cfg = SamplingConfig(temperature, top_k, top_p)
     inputs.check_gamma(gamma)
+    inputs.check_callable("verifier", verifier)
     if cfg.greedy and verifier is not None:
         raise ValueError("temperature=0 uses greedy verification; a custom verifier needs T > 0")
     inputs.check_positions([target, draft], inputs.check_prompt(input_ids).shape[0], max_new_tokens)
@@ -245,9 +247,10 @@ def run_steps(
     eos = inputs.check_eos(eos_token_id)
     ids = inputs.check_prompt(input_ids)
     inputs.check_max_new_tokens(max_new_tokens)
-    for part in (target, drafter):  # reused across calls: empty caches, room for the whole call
-        part.crop(0)
-        part.reserve(ids.shape[0] + max_new_tokens + gamma + 1)
+    inputs.check_token_ids(ids, target.vocab_size)
+    inputs.check_callable("on_step", on_step)
+    # A step drafts at most max_new_tokens - 1 tokens, whatever γ is (γ = 10**7 reserved 123 GB).
+    start_call([target, drafter], ids.shape[0] + max_new_tokens + min(gamma, max_new_tokens) + 1)
     ids = ids.to(target.device)  # the sequence lives where the target does
     calls_before = (target.calls, drafter.calls)
     seconds_before = (target.seconds, drafter.seconds)
@@ -271,6 +274,15 @@ def run_steps(
     stats.target_time = target.seconds - seconds_before[0]
     stats.draft_time = drafter.seconds - seconds_before[1]
     return _finish(ids[prompt_len:], stats, eos)
+
+
+def start_call(parts: Sequence[Session | Drafter], positions: int) -> None:
+    """What every generation call does first with the sessions and drafters it is handed:
+    empty their caches (a session reused across calls, or left half-way by an interrupted
+    one, starts afresh) and make room for the `positions` tokens the call holds at most."""
+    for part in parts:
+        part.crop(0)
+        part.reserve(positions)
 
 
 def _finish(new: torch.Tensor, stats: GenerationStats, eos: frozenset[int]) -> Generation:

@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from specdec_lab import env
+from specdec_lab import env, inputs
 from specdec_lab.engine.sessions import Session
 from specdec_lab.sampling import SamplingConfig, draft_token
 
@@ -178,7 +178,7 @@ class HeuristicGamma(Wrapper):
     """
 
     def __init__(self, drafter: Drafter, initial: int = 4) -> None:
-        if not isinstance(initial, int) or initial < 1:
+        if not inputs.is_count(initial):
             raise ValueError(f"initial draft length must be a positive integer, got {initial!r}")
         super().__init__(drafter)
         # Like transformers' "heuristic", γ persists across calls (crop keeps it).
@@ -225,7 +225,7 @@ class PromptLookupDrafter(Drafter):
     It reads a `HostMirror`: a step makes the verifier's sync and no other."""
 
     def __init__(self, vocab_size: int, max_ngram: int = 3) -> None:
-        if not isinstance(max_ngram, int) or max_ngram < 1:
+        if not inputs.is_count(max_ngram):
             raise ValueError(f"max_ngram must be a positive integer, got {max_ngram!r}")
         self.vocab_size = vocab_size
         self.max_ngram = max_ngram

@@ -3,7 +3,7 @@ TypeError that names the argument and how to fix it, before any forward runs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -41,7 +41,19 @@ def check_positions(models: Sequence, prompt_len: int, max_new_tokens: int) -> N
 
 def check_prompt(input_ids) -> torch.Tensor:
     """Accept (L,) or (1, L) ids (tensor or list); return a 1-D LongTensor on the CPU."""
-    ids = input_ids if isinstance(input_ids, torch.Tensor) else torch.as_tensor(input_ids)
+    if isinstance(input_ids, Mapping):  # a tokenizer's output: input_ids, attention_mask, ...
+        raise TypeError(
+            f"input_ids is a dict (keys {', '.join(map(str, input_ids))}), such as a tokenizer "
+            "returns: pass its ids, tokenizer(text, return_tensors='pt')['input_ids']"
+        )
+    try:  # text, or anything else that is not a list of ints, raises here
+        ids = input_ids if isinstance(input_ids, torch.Tensor) else torch.as_tensor(input_ids)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(
+            f"input_ids must be token ids (a tensor or list of ints), got "
+            f"{type(input_ids).__name__} {input_ids!r:.40}: encode text first, with "
+            "pair.encode(text) or tokenizer(text, return_tensors='pt')['input_ids']"
+        ) from None
     if ids.dim() == 2:
         if ids.shape[0] != 1:
             raise ValueError(
@@ -56,6 +68,19 @@ def check_prompt(input_ids) -> torch.Tensor:
     if ids.dtype.is_floating_point or ids.dtype == torch.bool:
         raise TypeError(f"input_ids must be integer token ids, got dtype {ids.dtype}")
     return ids.long().cpu()
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int) -> None:
+    """Refuse ids outside [0, vocab_size) before any kernel sees them: an embedding lookup raises
+    a bare IndexError on the CPU, and on CUDA a device-side assert that ends the process. `ids`
+    are `check_prompt`'s, on the host: checking them costs no sync, once per call."""
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"input_ids holds token id {bad}, outside this model's vocabulary [0, {vocab_size}): "
+            "encode the prompt with the model's own tokenizer (pair.encode(text))"
+        )
 
 
 def check_eos(eos_token_id: int | Sequence[int] | None) -> frozenset[int]:
@@ -77,14 +102,25 @@ def check_eos(eos_token_id: int | Sequence[int] | None) -> frozenset[int]:
     return frozenset(ids)
 
 
+def is_count(x, least: int = 1) -> bool:
+    """Whether `x` is an int of at least `least`, and not a bool (True is an int in Python)."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= least
+
+
 def check_gamma(gamma: int) -> None:
-    if not isinstance(gamma, int) or gamma < 1:
+    if not is_count(gamma):
         raise ValueError(f"gamma (draft length) must be a positive integer, got {gamma!r}")
 
 
 def check_max_new_tokens(max_new_tokens: int) -> None:
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+    if not is_count(max_new_tokens):
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+
+
+def check_callable(name: str, f) -> None:
+    """Refuse a hook that is neither None nor callable before the first step calls it."""
+    if f is not None and not callable(f):
+        raise TypeError(f"{name} must be a function or None, got {type(f).__name__} {f!r:.40}")
 
 
 def check_vocab_size(who: str, model, vocab_size: int | None) -> None:
@@ -92,6 +128,11 @@ def check_vocab_size(who: str, model, vocab_size: int | None) -> None:
     session or a drafter carries its own, and a different one is refused, not ignored."""
     if vocab_size is None:
         return
+    if not is_count(vocab_size):
+        raise ValueError(
+            f"vocab_size must be a positive integer (the shared vocabulary) or None (the "
+            f"model's own), got {vocab_size!r}"
+        )
     if hasattr(model, "propose") or hasattr(model, "crop"):  # a drafter or an open session
         own = getattr(model, "vocab_size", None)
         if own is not None and own != vocab_size:

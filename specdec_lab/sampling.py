@@ -40,18 +40,25 @@ class SamplingConfig:
     top_p: float | None = None
 
     def __post_init__(self) -> None:
-        t = self.temperature
-        if not isinstance(t, (int, float)) or math.isnan(t) or t < 0:
-            raise ValueError(f"temperature must be a number >= 0 (0 means greedy), got {t!r}")
-        if self.top_k is not None and (not isinstance(self.top_k, int) or self.top_k < 1):
-            raise ValueError(f"top_k must be a positive integer or None, got {self.top_k!r}")
-        if self.top_p is not None and not (0.0 < self.top_p <= 1.0):
-            raise ValueError(f"top_p must lie in (0, 1], got {self.top_p!r}")
+        t, top_k, top_p = self.temperature, self.top_k, self.top_p
+        if not _is_number(t) or not 0 <= t < math.inf:
+            raise ValueError(
+                f"temperature must be a finite number >= 0 (0 means greedy), got {t!r}"
+            )
+        if top_k is not None and not (_is_number(top_k, int) and top_k >= 1):
+            raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+        if top_p is not None and not (_is_number(top_p) and 0.0 < top_p <= 1.0):
+            raise ValueError(f"top_p must be a number in (0, 1] or None, got {top_p!r}")
 
     @property
     def greedy(self) -> bool:
         """True for temperature 0 and for temperatures below `GREEDY_BELOW` (vLLM's rule)."""
         return self.temperature < GREEDY_BELOW
+
+
+def _is_number(x, kind: type | tuple[type, ...] = (int, float)) -> bool:
+    """An int or float (or `kind`), not a bool (True is an int in Python), not a str ("0.9")."""
+    return isinstance(x, kind) and not isinstance(x, bool)
 
 
 def _check_logits(logits: torch.Tensor) -> None:
@@ -66,13 +73,15 @@ def _check_logits(logits: torch.Tensor) -> None:
 
 def logits_to_probs(
     logits: torch.Tensor,
-    cfg: SamplingConfig | float = 1.0,
+    cfg: SamplingConfig | float | None = None,
     top_k: int | None = None,
     top_p: float | None = None,
     *,
+    temperature: float | None = None,
     check: bool = True,
 ) -> torch.Tensor:
-    """Processed next-token distribution(s) under `cfg`, or a temperature with `top_k`, `top_p`.
+    """Processed next-token distribution(s) under `cfg`, or a temperature (`cfg` or the keyword
+    `temperature`; default 1) with `top_k`, `top_p`.
 
     logits: (..., V) raw scores. Returns float32 probabilities of the same shape, each row summing
     to 1. Order of processing: temperature, then top-k, then top-p (as in HF `generate`).
@@ -83,8 +92,12 @@ def logits_to_probs(
     NaN). It costs one small reduction and, on an accelerator, one host sync: a caller that
     validates the probabilities later (the fused checks of `specdec_lab.verify`) may skip it.
     """
+    if temperature is not None:  # the keyword this parameter had before it became `cfg`
+        if cfg is not None:
+            raise TypeError("give the temperature once: as `cfg` or as `temperature=`")
+        cfg = temperature
     if not isinstance(cfg, SamplingConfig):  # a temperature: the notebooks' short form
-        cfg = SamplingConfig(cfg, top_k, top_p)
+        cfg = SamplingConfig(1.0 if cfg is None else cfg, top_k, top_p)
     elif top_k is not None or top_p is not None:
         raise TypeError("with a SamplingConfig, top_k and top_p belong inside it")
     _check_logits(logits)
@@ -158,6 +171,7 @@ def sample(
     rows = probs[None] if probs.dim() == 1 else probs  # (N, V)
     cdf = rows.cumsum(-1, dtype=cdf_dtype(probs.device))  # (N, V)
     if check:
+        check_generator(generator)
         _check_weights(rows, cdf[:, -1])
     tokens = inverse_cdf(cdf, uniforms(rows.shape[0], generator, probs.device))  # (N,)
     return tokens[0] if probs.dim() == 1 else tokens
@@ -194,11 +208,21 @@ def generator_on(
     happens on the device: no host-to-device copy of uniforms, which on CUDA waits for the
     device's queue at every draft token.
     """
+    check_generator(generator)
     device = torch.device(device)
     if generator is None or generator.device.type == device.type:
         return generator
     seed = int(torch.randint(2**62, (1,), generator=generator))  # host -> host: no device sync
     return env.generator(device, seed)
+
+
+def check_generator(generator) -> None:
+    """Refuse anything but a `torch.Generator` or None (a seed, say), naming the fix."""
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(
+            f"generator must be a torch.Generator or None, got {type(generator).__name__} "
+            f"{generator!r:.20}: pass a seeded one, e.g. torch.Generator().manual_seed(0)"
+        )
 
 
 def rand(*shape: int, generator: torch.Generator | None, device, dtype=torch.float32):

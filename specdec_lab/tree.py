@@ -460,7 +460,8 @@ def tree_speculative_generate(
     and `siblings` swap the multi-draft rule and the sibling sampler (`proof.broken`), for
     teaching only; greedy decoding uses neither. The output law is the target's own."""
     cfg = SamplingConfig(temperature, top_k, top_p)
-    if not branching or any(not isinstance(k, int) or k < 1 for k in branching):
+    shaped = isinstance(branching, (tuple, list)) and len(branching) > 0
+    if not (shaped and all(inputs.is_count(k) for k in branching)):
         raise ValueError(f"branching must be a non-empty tuple of positive ints, got {branching!r}")
     inputs.check_gamma(len(branching))
     inputs.check_positions([target, draft], inputs.check_prompt(input_ids).shape[0], max_new_tokens)

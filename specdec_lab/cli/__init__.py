@@ -7,10 +7,29 @@ May import: everything.
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 
 from specdec_lab import models
 from specdec_lab.measure import plan
+from specdec_lab.sampling import SamplingConfig
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (`--gamma 0` or `--rounds 0` would run silently)."""
+    value = int(text)  # a ValueError, which argparse reports as "invalid positive_int value"
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def non_negative_temperature(text: str) -> float:
+    """An argparse type: a finite temperature >= 0, refused before any model loads."""
+    try:
+        return SamplingConfig(float(text)).temperature
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def planned_pair(pair, ids, args, temperatures, runtime, probe_tokens, trees=True):

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from specdec_lab import data, env, models
-from specdec_lab.cli import planned_pair
+from specdec_lab.cli import non_negative_temperature, planned_pair, positive_int
 from specdec_lab.cli import vocab_cost as vocab_cost_cli
 from specdec_lab.measure import bench, records
 from specdec_lab.measure.bench_plan import bench_runtimes
@@ -21,12 +21,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft", default=None, help="draft: a hub id or a directory")
     parser.add_argument("--dtype", default=None, choices=sorted(models.DTYPES))
     parser.add_argument("--domain", default="code", choices=["code", "prose"])
-    parser.add_argument("--gammas", type=int, nargs="+", default=list(bench.BenchConfig.gammas))
-    parser.add_argument("--max-new-tokens", type=int, default=bench.BenchConfig.max_new_tokens)
-    parser.add_argument("--repeats", type=int, default=bench.BenchConfig.repeats)
-    parser.add_argument("--prompts", type=int, default=bench.BenchConfig.n_prompts)
     parser.add_argument(
-        "--temperatures", type=float, nargs="*", default=list(bench.BenchConfig.temperatures)
+        "--gammas", type=positive_int, nargs="+", default=list(bench.BenchConfig.gammas)
+    )
+    parser.add_argument(
+        "--max-new-tokens", type=positive_int, default=bench.BenchConfig.max_new_tokens
+    )
+    parser.add_argument("--repeats", type=positive_int, default=bench.BenchConfig.repeats)
+    parser.add_argument("--prompts", type=positive_int, default=bench.BenchConfig.n_prompts)
+    parser.add_argument(
+        "--temperatures",
+        type=non_negative_temperature,
+        nargs="*",
+        default=list(bench.BenchConfig.temperatures),
     )
     parser.add_argument("--seed", type=int, default=bench.BenchConfig.seed)
     runtimes = list(bench.BenchConfig.runtimes)

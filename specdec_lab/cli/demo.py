@@ -28,7 +28,7 @@ import sys
 import torch
 
 from specdec_lab import decoding, display, tree
-from specdec_lab.cli import planned_pair
+from specdec_lab.cli import non_negative_temperature, planned_pair, positive_int
 from specdec_lab.data import MODELS_DIR, load_prompts
 from specdec_lab.decoding import Step
 from specdec_lab.engine import sessions
@@ -92,11 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft", help="draft: a hub id or a directory")
     parser.add_argument("--dtype", choices=sorted(DTYPES), help="default: the pair's, or planned")
     parser.add_argument("--prompt", help="prompt text (default: a shipped code prompt)")
-    parser.add_argument("--max-new-tokens", type=int, default=120)
-    parser.add_argument("--gamma", type=int, help="draft length (default: planned here)")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=120)
+    parser.add_argument("--gamma", type=positive_int, help="draft length (default: planned here)")
     parser.add_argument(
         "--temperatures",
-        type=float,
+        type=non_negative_temperature,
         nargs="+",
         default=[0.7, 0.0],
         help="one run per temperature, 0 = greedy (default: 0.7 then 0)",
@@ -109,13 +109,16 @@ def main(argv: list[str] | None = None) -> int:
         "replayed as CUDA graphs on CUDA (auto, the default), always eager (lean), always "
         "replayed (captured), or transformers' own (hf)",
     )
-    parser.add_argument("--top-k", type=int)
+    parser.add_argument("--top-k", type=positive_int)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--threads", type=int, default=1, help="CPU threads (default 1; 0 = torch's default)"
     )
     parser.add_argument(
-        "--rounds", type=int, default=2, help="interleaved timed rounds; the fastest counts"
+        "--rounds",
+        type=positive_int,
+        default=2,
+        help="interleaved timed rounds; the fastest counts",
     )
     parser.add_argument("--no-color", action="store_true")
     args = parser.parse_args(argv)

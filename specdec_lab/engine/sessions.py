@@ -13,10 +13,15 @@ Two runtimes run a transformers model (`open_session(model, runtime=...)`):
   per token count and replayed (`specdec_lab.engine.capture`). The default on CUDA, where the
   eager forward is bound by kernel launches, not by memory.
 - "hf" (`HFSession`): transformers' own forward and `DynamicCache`. Every family; the fallback.
+
+A forward stopped part-way (an exception, a notebook's interrupt) leaves the cache as it was
+(`_atomic`): the next call resumes from the tokens the session held before it. Every generation
+call also empties the sessions it is handed first (`decoding.start_call`).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 import warnings
@@ -54,6 +59,23 @@ class Session(Protocol):
 
 DEFAULT_RUNTIME = "auto"  # lean where it covers the model (captured on CUDA), else transformers'
 RUNTIMES = (DEFAULT_RUNTIME, "lean", "captured", "hf")
+
+
+def _atomic(forward):
+    """A session method that leaves the cache as it found it if it stops part-way. An exception
+    or a notebook interrupt inside a forward may have stored keys and values in some layers and
+    not in others; the cache then goes back to the `cached` tokens, and the next call resumes
+    from there, as if the stopped call had never run."""
+
+    @functools.wraps(forward)
+    def run(self, *args, **kwargs):
+        try:
+            return forward(self, *args, **kwargs)
+        except BaseException:  # KeyboardInterrupt too: it is what a notebook's stop raises
+            self.crop(self.cached)
+            raise
+
+    return run
 
 
 class _SessionBase:
@@ -172,6 +194,7 @@ class HFSession(_SessionBase):
         self.keep_hidden = keep_hidden
         self.hidden = torch.empty(0, model.config.hidden_size, device=self.device)  # (cached, d)
 
+    @_atomic
     @torch.inference_mode()
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
         """Scores for the unseen positions of `ids`, or only for the `last` of them (a prefill
@@ -182,6 +205,7 @@ class HFSession(_SessionBase):
         self._count(t0, ids.shape[0])
         return out
 
+    @_atomic
     @torch.inference_mode()
     def tree_logits(
         self, ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int]
@@ -236,10 +260,10 @@ class HFSession(_SessionBase):
             )
 
     def crop(self, length: int) -> None:
-        drop = self.cached - length
-        if drop > 0:
-            self.cache.crop(-drop)  # transformers 5.x: a negative count of tokens to remove
         super().crop(length)
+        for layer in self.cache.layers:  # one by one: a stopped forward may have filled a few
+            if (drop := layer.get_seq_length() - self.cached) > 0:
+                layer.crop(-drop)  # transformers 5.x: a negative count of tokens to remove
         self.hidden = self.hidden[: self.cached]
 
 
@@ -276,6 +300,7 @@ class LeanSession(_SessionBase):
     def reserve(self, positions: int) -> None:
         self.cache.reserve(positions)
 
+    @_atomic
     @torch.inference_mode()
     def logits(self, ids: torch.Tensor, last: int | None = None) -> torch.Tensor:
         new = self._new_tokens(ids).to(self.device)  # (k,)
@@ -289,6 +314,7 @@ class LeanSession(_SessionBase):
         self._count(t0, ids.shape[0])
         return out  # (k or last, V)
 
+    @_atomic
     @torch.inference_mode()
     def tree_logits(
         self, ids: torch.Tensor, tree_tokens: torch.Tensor, parents: list[int]

@@ -31,7 +31,7 @@ from functools import partial
 
 import torch
 
-from specdec_lab import decoding, drafters, heads, theory, tree
+from specdec_lab import decoding, drafters, heads, inputs, theory, tree
 from specdec_lab.engine import sessions
 from specdec_lab.measure import timing
 from specdec_lab.sampling import SamplingConfig
@@ -120,6 +120,11 @@ def make_plan(
     choose (see the module's docstring). t(k) is measured for k up to `max_tokens`, so
     γ ≤ max_tokens - 1. `trees` ({candidate name: its draft model}) also weighs a token tree
     drafted by that model (`probe_tree`), chosen when it is expected to beat every chain."""
+    if not isinstance(candidates, dict) or not candidates:
+        raise ValueError(
+            "candidates must be a non-empty dict {name: make() -> (target, drafter)}, got "
+            f"{candidates!r:.40}: take a pair's with plan.pair_candidates(pair)"
+        )
     start = time.perf_counter()
     if costs is None:  # on the first prompt
         costs = measure_costs(
@@ -230,6 +235,13 @@ def measure_costs_together(
 ) -> dict[object, Costs]:
     """The costs of several setups ({key: (target model, candidates)}, say one pair in two
     dtypes) from the same interleaved rounds, so a change in the machine's speed reaches all."""
+    if not inputs.is_count(max_tokens, least=2):
+        raise ValueError(
+            f"max_tokens must be an integer >= 2 (t(k) is timed for k = 1 .. max_tokens, and a "
+            f"draft of γ tokens needs t(γ + 1)), got {max_tokens!r}"
+        )
+    if not inputs.is_count(repeats):
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     built = {
         key: _cost_setup(target_model, candidates, ids, max_tokens, vocab_size)
         for key, (target_model, candidates) in setups.items()
@@ -279,8 +291,11 @@ def _cost_setup(target_model, candidates, ids, max_tokens, vocab_size) -> timing
     """The `timing.Setup` of one target: its session with `ids` cached, and one drafting step of
     each candidate with its rollback."""
     session = sessions.open_session(target_model, vocab_size)
+    ids = inputs.check_prompt(ids)
+    inputs.check_token_ids(ids, session.vocab_size)
     ids = ids.to(session.device)  # where the loop keeps them
     prefix = ids.shape[0]
+    decoding.start_call([session], prefix + max_tokens)  # a session handed in starts afresh
     longer = torch.cat([ids, ids.new_zeros(max_tokens)])  # any tokens: the cost does not read them
     session.logits(ids)
     greedy = SamplingConfig(0.0)

@@ -264,6 +264,7 @@ def session_sweep(
     ids = torch.randint(vocab, (prefix + max(max(k) for k in per_name.values()),), generator=gen)
 
     for session in opened.values():
+        session.crop(0)  # a session swept before starts afresh
         session.logits(ids[:prefix])
     calls = {
         (name, k): functools.partial(s.logits, ids[: prefix + k])

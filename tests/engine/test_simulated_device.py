@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import simulated_device
 import torch
 from simulated_device import DEVICE, DeviceTensor, Simulation
 
@@ -327,6 +328,33 @@ def _tree_steps_with_syncs(sim, monkeypatch) -> list[tuple[int, int, int]]:
             monkeypatch.setattr(cls, name, in_session(getattr(cls, name)))
     monkeypatch.setattr(tree, "tree_step", counted)
     return per_step
+
+
+@pytest.mark.parametrize("runtime", ["lean", "hf"])
+@pytest.mark.parametrize("where", ["host", "device"])
+def test_an_out_of_range_id_is_refused_before_any_kernel_sees_it(
+    pair, sim, monkeypatch, runtime, where
+) -> None:
+    """On CUDA an embedding lookup of an id past the table is a device-side assert that ends the
+    process: the id is refused on the host, before a forward, and the host waits for the device
+    only to copy a prompt that lives there (once per call, not per step)."""
+    ops, real = [], simulated_device._dispatch
+    monkeypatch.setattr(
+        simulated_device,
+        "_dispatch",
+        lambda s, func, *a: (ops.append(str(func)), real(s, func, *a))[1],
+    )
+    opened = [sessions.open_session(m, pair.vocab_size, runtime) for m in (pair.target, pair.draft)]
+    good = PROMPT.to(DEVICE) if where == "device" else PROMPT
+    bad = torch.cat([good, good.new_full((1,), pair.vocab_size)])
+    ops.clear()
+    syncs = sim.syncs
+    with pytest.raises(ValueError, match=f"token id {pair.vocab_size}, outside"):
+        decoding.speculative_generate(*opened, bad, 8, 3, vocab_size=pair.vocab_size)
+    assert [s.calls for s in opened] == [0, 0] and not [op for op in ops if "embedding" in op]
+    assert (sim.syncs > syncs) == (where == "device")
+    decoding.speculative_generate(*opened, good, 8, 3, vocab_size=pair.vocab_size)
+    assert any("embedding" in op for op in ops)  # the same watch sees a forward's lookup
 
 
 @pytest.mark.parametrize("runtime", ["lean", "captured", "hf"])
