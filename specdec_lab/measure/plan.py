@@ -196,14 +196,15 @@ def plan_pairs(
 
 def describe_dtypes(plans: dict[torch.dtype, Plan], chosen: torch.dtype) -> str:
     """Per dtype's plan: t(1), the expected speedup and tokens per second, then plain decoding's
-    tokens per second beside t(k)/t(1) for k = 1..8 (so that a handicapped baseline shows)."""
+    tokens per second beside t(k)/t(1) for k = 1..8 (so that a handicapped baseline shows). The
+    chosen dtype is marked where there was a choice."""
     lines = []
     for dtype, planned in plans.items():
         rate = 1e3 * planned.predicted / planned.costs.t1_ms
         lines.append(
             f"  {str(dtype).removeprefix('torch.')}: t(1) = {planned.costs.t1_ms:.1f} ms, "
             f"expected {planned.predicted:.2f}x -> {rate:.0f} tokens/s"
-            + ("   <- chosen" if dtype == chosen else "")
+            + ("   <- chosen" if dtype == chosen and len(plans) > 1 else "")
         )
         r = " ".join(f"{x:.2f}" for x in planned.costs.verify_cost[:8])
         lines.append(  # a k-token forward cheaper per call than one token: a handicapped baseline
