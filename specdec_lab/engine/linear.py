@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 
 import torch
 import torch.nn.functional as F
@@ -104,8 +105,6 @@ def packing_wins(shape: tuple[int, int]) -> bool:
     F.linear's. Measured once per shape per process (cached); SPECDEC_LAB_PACK=1 says yes."""
     if os.environ.get("SPECDEC_LAB_PACK") == "1":
         return True
-    import time
-
     gen = torch.Generator().manual_seed(0)
     weight = torch.randn(shape, generator=gen)
     packed = _reorder(weight)

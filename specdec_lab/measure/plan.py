@@ -31,7 +31,7 @@ from functools import partial
 
 import torch
 
-from specdec_lab import decoding, drafters, heads, inputs, theory, tree
+from specdec_lab import decoding, inputs, theory, tree
 from specdec_lab.engine import sessions
 from specdec_lab.measure import timing
 from specdec_lab.sampling import SamplingConfig
@@ -272,20 +272,9 @@ def measure_costs_together(
 
 
 def pair_candidates(pair, runtime: str = sessions.DEFAULT_RUNTIME) -> dict[str, Candidate]:
-    """The drafters a loaded pair offers: its draft model, and its draft head where it has one
-    (`Pair.head_dir`)."""
-
-    def draft_model() -> tuple[object, object]:
-        target = sessions.open_session(pair.target, pair.vocab_size, runtime)
-        return target, drafters.ModelDrafter(
-            sessions.open_session(pair.draft, pair.vocab_size, runtime)
-        )
-
-    out: dict[str, Candidate] = {"draft model": draft_model}
-    if pair.head_dir is not None:
-        head = heads.load_head(pair.head_dir, pair.device, pair.dtype)
-        out["draft head"] = partial(heads.head_drafter, pair.target, head, pair.vocab_size, runtime)
-    return out
+    """The drafters a loaded pair offers (`Pair.drafters`: its draft model, and its draft head
+    where it has one), each as `make() -> (target, drafter)`."""
+    return {name: partial(pair.speculative, name, runtime) for name in pair.drafters}
 
 
 def _cost_setup(target_model, candidates, ids, max_tokens, vocab_size) -> timing.Setup:

@@ -14,6 +14,7 @@ from specdec_lab.models.errors import (
 )
 from specdec_lab.models.memory import check_fits, fit_ladder, is_out_of_memory, model_bytes
 from specdec_lab.models.pairs import (
+    DRAFTERS,
     DTYPES,
     PAIRS,
     Pair,
@@ -27,6 +28,7 @@ from specdec_lab.models.pairs import (
 from specdec_lab.models.stand_ins import TINY_FAMILIES, save_tiny_pair
 
 __all__ = [
+    "DRAFTERS",
     "DTYPES",
     "PAIRS",
     "TINY_FAMILIES",

@@ -18,9 +18,15 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from specdec_lab import env
+from specdec_lab import drafters, env, heads
 from specdec_lab.data import MODELS_DIR
-from specdec_lab.engine.sessions import max_positions, runtime_of, vocab_size_of
+from specdec_lab.engine.sessions import (
+    DEFAULT_RUNTIME,
+    max_positions,
+    open_session,
+    runtime_of,
+    vocab_size_of,
+)
 from specdec_lab.models import smollm2
 from specdec_lab.models.errors import (
     HubUnavailableError,
@@ -41,6 +47,11 @@ class PairSpec:
     family: str | None = None  # the tiny stand-in a GPU dry run loads (see `save_tiny_pair`)
     cpu_bf16: bool = False  # default to bfloat16 on a CPU that computes it natively
     head: str | None = None  # a draft head trained on this target (`specdec_lab.heads`)
+    drafter: str = "draft model"  # what `Pair.speculative()` hands by default (see DRAFTERS)
+
+
+DRAFTERS = ("draft model", "draft head")
+"""The drafters a pair may offer: its draft model, and a draft head trained on its target."""
 
 
 PAIRS: dict[str, PairSpec] = {
@@ -57,6 +68,7 @@ PAIRS: dict[str, PairSpec] = {
         "with a draft distilled from it here",
         cpu_bf16=True,
         head=str(MODELS_DIR / "smollm2-head"),
+        drafter="draft head",  # the drafter the planner picks for it (docs/speed.md)
     ),
     "gpt2": PairSpec("gpt2", "gpt2-xl", "124M -> 1.5B, the pair of jaymody's CPU demo", "gpt2"),
     "pythia": PairSpec(
@@ -98,6 +110,27 @@ class Pair:
     device: torch.device
     note: str = ""  # e.g. "tiny random stand-in" in a GPU dry run
     head_dir: Path | None = None  # the target's draft head, where the registry has one here
+    drafter: str = "draft model"  # the drafter `speculative()` hands by default
+
+    @property
+    def drafters(self) -> tuple[str, ...]:
+        """The drafters this pair offers here: the draft model, and the head where one is saved."""
+        return DRAFTERS if self.head_dir is not None else DRAFTERS[:1]
+
+    def speculative(self, drafter: str | None = None, runtime: str = DEFAULT_RUNTIME):
+        """(target, drafter), fresh, to pass as `decoding.speculative_generate`'s target and
+        draft: the pair's default drafter (`Pair.drafter`: the draft head for smollm2-local, the
+        draft model elsewhere), or the one named ("draft model" or "draft head")."""
+        drafter = self.drafter if drafter is None else drafter
+        if drafter not in self.drafters:
+            raise ValueError(
+                f"pair {self.name!r} offers the drafters {list(self.drafters)}, not {drafter!r}"
+            )
+        if drafter == "draft head":
+            head = heads.load_head(self.head_dir, self.device, self.dtype)
+            return heads.head_drafter(self.target, head, self.vocab_size, runtime)
+        target = open_session(self.target, self.vocab_size, runtime)
+        return target, drafters.ModelDrafter(open_session(self.draft, self.vocab_size, runtime))
 
     def encode(self, text: str) -> torch.Tensor:
         return encode_prompt(self.tokenizer, text)
@@ -122,7 +155,8 @@ class Pair:
         runtime = " + ".join(sorted({runtime_of(self.target), runtime_of(self.draft)}))
         return (
             f"pair {self.name!r}{note}: target {n_t:.3g}M params, draft {n_d:.3g}M params, "
-            f"vocab {self.vocab_size}, {self.dtype} on {self.device}, runtime {runtime}"
+            f"vocab {self.vocab_size}, {self.dtype} on {self.device}, runtime {runtime}; "
+            f"speculative() drafts with its {self.drafter}"
         )
 
 
@@ -142,7 +176,10 @@ def load_pair(
     device: default cuda, then mps, then cpu. dtype (a torch dtype or a `DTYPES` name): default
     `env.default_dtype(device)`, or `pair_dtype` for a `cpu_bf16` pair (smollm2-local): on the
     EPYC of `smollm2-costs-cpu.json` its bfloat16 verify forward is flat in k, float32's is not.
-    The pair is restricted to the vocabulary both models and the tokenizer share. Raises
+    The pair is restricted to the vocabulary both models and the tokenizer share.
+    `pair.speculative()` hands (target, drafter) with the pair's default drafter: the draft
+    head for smollm2-local (the planner's pick there), `pair.speculative("draft model")` its
+    draft model (`pair.draft`). Raises
     HubUnavailableError (offline), InsufficientMemoryError (does not fit, or ran out of memory
     while loading: the memory is freed), ValueError.
     """
@@ -192,7 +229,10 @@ def load_pair(
     _check_shared_tokenizer(tokenizer, draft_src, vocab_size)
     head = PAIRS[name].head if name in PAIRS and target is None else None
     head_dir = Path(head) if head and (Path(head) / "head.json").exists() else None
-    return Pair(name, target_model, draft_model, tokenizer, vocab_size, device, note, head_dir)
+    drafter = PAIRS[name].drafter if head_dir is not None else DRAFTERS[0]
+    return Pair(
+        name, target_model, draft_model, tokenizer, vocab_size, device, note, head_dir, drafter
+    )
 
 
 def load_first_pair(

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import data, decoding, models
+from specdec_lab import data, decoding, drafters, heads, models
 from specdec_lab.data import load_prompts
 from specdec_lab.proof import broken, stats
 
@@ -145,6 +145,25 @@ def test_embedded_pair_loads_offline(monkeypatch, embedded) -> None:
     assert pair.vocab_size == len(pair.tokenizer)
     assert next(pair.target.parameters()).dtype == torch.float32
     assert pair.draft.num_parameters() < pair.target.num_parameters() / 5
+
+
+@needs_embedded
+def test_embedded_pair_hands_its_draft_model_by_default_and_its_head_by_name(embedded) -> None:
+    assert embedded.drafter == "draft model" and embedded.drafters == models.DRAFTERS
+    ids = embedded.encode("def f(x):")
+    model_target, model_drafter = embedded.speculative()
+    head_target, head_drafter = embedded.speculative("draft head")
+    assert isinstance(model_drafter, drafters.ModelDrafter)
+    assert isinstance(head_drafter, heads.HeadDrafter) and head_drafter.target is head_target
+    runs = [
+        decoding.speculative_generate(
+            t, d, ids, 16, 3, temperature=0, vocab_size=embedded.vocab_size
+        )
+        for t, d in [(model_target, model_drafter), (head_target, head_drafter)]
+    ]
+    assert runs[0].tokens.tolist() == runs[1].tokens.tolist()  # greedy: the target's own text
+    with pytest.raises(ValueError, match="offers the drafters"):
+        embedded.speculative("head")
 
 
 @needs_embedded
