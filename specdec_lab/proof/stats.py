@@ -156,6 +156,14 @@ class EquivalenceCheck:
         """Both tests agree with "same law": TV below the bound and χ² not significant."""
         return self.tv < self.tol and self.pvalue > self.delta
 
+    def __str__(self) -> str:
+        """One readable line: the verdict and both tests against their thresholds."""
+        verdict = "same law" if self.passed else "NOT the same law"
+        return (
+            f"{verdict}: TV {self.tv:.4f} (bound {self.tol:.4f}), χ² p-value {self.pvalue:.3g} "
+            f"(reject below δ = {self.delta:g}), {self.n_samples:,} samples"
+        )
+
 
 def check_against_law(outcomes, law, delta: float = 1e-6) -> EquivalenceCheck:
     """Compare integer outcomes (N,) with the exact law (K,) by TV bound and χ² test."""

@@ -217,3 +217,16 @@ def test_homogeneity_pvalue_tells_equal_rates_from_different_ones():
         stats.homogeneity_pvalue([5, 11], [10, 10])
     with pytest.raises(ValueError):
         stats.homogeneity_pvalue([5], [10])
+
+
+def test_equivalence_check_prints_its_verdict_and_both_tests() -> None:
+    law = [0.5, 0.3, 0.2]
+    rng = torch.Generator().manual_seed(0)
+    same = stats.check_against_law(
+        torch.multinomial(torch.tensor(law), 20_000, True, generator=rng), law
+    )
+    other = stats.check_against_law(torch.zeros(20_000, dtype=torch.long), law)
+    assert same.passed and not other.passed
+    assert str(same).startswith("same law: TV ") and "20,000 samples" in str(same)
+    assert str(other).startswith("NOT the same law: TV 0.5000")
+    assert f"p-value {same.pvalue:.3g}" in str(same) and f"bound {same.tol:.4f}" in str(same)
