@@ -8,14 +8,16 @@ token, including those after the first rejection, which nobody examined.
 
 The capstone: α̂ on the learner's prompts with its SE across prompts (`prompt_se`), c and the
 verification curve on their device, the best γ and its predicted speedup with an interval
-(`best_plan`), then the clock (`report`). The checks of Exercises 7.1 and 7.2 are in
-`specdec_lab.course.checks.nb07_engines_and_capstone`.
+(`best_plan`), then the clock (`report`). The project around it (`Arm`, `measure_arm`,
+`project`): one pair, one change, measured before and after. The checks of Exercises 7.1 and
+7.2, and of a project's table, are in `specdec_lab.course.checks.nb07_engines_and_capstone`.
 
 p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import subprocess
@@ -25,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
-from specdec_lab import decoding, theory
+from specdec_lab import decoding, env, inputs, models, theory
 from specdec_lab.engine import sessions
 from specdec_lab.measure import timing
 
@@ -316,26 +319,36 @@ def drafting_counters(stats: decoding.GenerationStats, gamma: int) -> dict[str, 
 
 
 def curve_and_c(
-    pair, clock: Callable[[], float] = time.perf_counter, repeats: int = 11, max_tokens: int = 9
+    pair,
+    clock: Callable[[], float] = time.perf_counter,
+    repeats: int = 11,
+    max_tokens: int = 9,
+    runtime: str = sessions.DEFAULT_RUNTIME,
 ) -> tuple[list[float], float]:
     """The verification curve t(k) / t(1) for k = 1..max_tokens and c, the draft's one-token
     forward over the target's, from the course's one instrument (`timing.loop_costs`: timed in
-    the order the decoding loops run them)."""
-    target = sessions.open_session(pair.target, pair.vocab_size)
-    draft = sessions.open_session(pair.draft, pair.vocab_size)
+    the order the decoding loops run them), both models run by `runtime`."""
+    target = sessions.open_session(pair.target, pair.vocab_size, runtime)
+    draft = sessions.open_session(pair.draft, pair.vocab_size, runtime)
     setup = timing.session_setup(target, {"draft": draft}, max_k=max_tokens)
     t = timing.loop_costs({None: setup}, range(1, max_tokens + 1), repeats, clock)[None]
     t1 = t["t"][1]
     return [t["t"][k] / t1 for k in range(1, max_tokens + 1)], t["step"]["draft"] / t1
 
 
-def best_plan(alpha: float, alpha_se: float, c: float, curve: Sequence[float]) -> dict[str, Any]:
+def best_plan(
+    alpha: float, alpha_se: float, c: float, curve: Sequence[float], gamma: int | None = None
+) -> dict[str, Any]:
     """The plan Exercise 7.2 asks for: the γ in 1..len(curve) − 1 with the highest
     speedup(α̂, γ, c, r(γ)), where r(γ) = curve[γ] = t(γ + 1 tokens) / t(1 token) (curve[0] = 1),
-    its predicted speedup, and the speedups at α̂ ± 2 standard errors (clipped to [0, 1])."""
+    its predicted speedup, and the speedups at α̂ ± 2 standard errors (clipped to [0, 1]).
+    A given `gamma` (an engine's fixed setting) is predicted as it is instead of chosen."""
     if len(curve) < 2:
         raise ValueError("curve needs t(k)/t(1) for k = 1 and at least k = 2")
-    gamma = max(range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c, curve[g]))
+    if gamma is None:
+        gamma = max(range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c, curve[g]))
+    elif not 1 <= gamma < len(curve):
+        raise ValueError(f"gamma must lie in 1..{len(curve) - 1}, the curve's range; got {gamma}")
     lo, hi = max(alpha - Z_RANGE * alpha_se, 0.0), min(alpha + Z_RANGE * alpha_se, 1.0)
     return {
         "gamma": gamma,
@@ -442,3 +455,177 @@ def per_prompt_table(rep: dict[str, Any]) -> str:
         f"{rep['measured_pooled']:>7.2f}x"
     )
     return "\n".join(rows)
+
+
+# --- the capstone project: one pair, one change, before and after ------------------------------
+
+CHANGES = ("gamma", "dtype", "runtime", "draft", "prompts")  # what a project changes: one of them
+PROBE_GAMMA = 4  # drafts per step of the α̂ probe of an arm whose γ is planned
+RERUN_TOLERANCE = 0.3  # a rerun's clock-based numbers agree within ±30 % on a busy machine
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One side of the capstone project: which models, how they run, and on what text.
+
+    pair: a registry name (`models.PAIRS`); target, draft: a checkpoint (a directory, a hub id or
+    the name of one in data/models/) replacing that side of the pair, so `Arm(prompts,
+    draft="draft-large")` is the embedded target with a draft the course never handed you.
+    dtype: a `models.DTYPES` name, or None for the pair's default. gamma: "planned" (the γ that
+    `best_plan` picks from the arm's own α̂, c and curve) or a fixed γ, as an engine is set.
+    Greedy at temperature 0; sampled otherwise, prompt i from a generator seeded i."""
+
+    prompts: tuple[str, ...]
+    pair: str = "embedded"
+    target: str | None = None
+    draft: str | None = None
+    dtype: str | None = None
+    runtime: str = "lean"
+    gamma: int | str = "planned"
+    temperature: float = 0.0
+
+    def __post_init__(self) -> None:
+        prompts = (self.prompts,) if isinstance(self.prompts, str) else tuple(self.prompts)
+        if len(prompts) < 2 or not all(isinstance(p, str) and p.strip() for p in prompts):
+            raise ValueError("prompts: at least two non-empty texts (the SE is across prompts)")
+        object.__setattr__(self, "prompts", prompts)
+        if self.gamma != "planned" and not (inputs.is_count(self.gamma) and self.gamma <= 8):
+            raise ValueError(f'gamma: "planned" or a whole number from 1 to 8, got {self.gamma!r}')
+        if self.dtype is not None and self.dtype not in models.DTYPES:
+            raise ValueError(f"dtype: one of {sorted(models.DTYPES)} or None, got {self.dtype!r}")
+        if self.runtime not in sessions.RUNTIMES:
+            raise ValueError(f"runtime: one of {sessions.RUNTIMES}, got {self.runtime!r}")
+        if not (isinstance(self.temperature, (int, float)) and 0 <= self.temperature < math.inf):
+            raise ValueError(f"temperature: 0 (greedy) or more, got {self.temperature!r}")
+
+    def changed(self, change: dict[str, Any]) -> Arm:
+        """This arm with the one change `change` = {setting: new value}, a setting of `CHANGES`."""
+        if not isinstance(change, dict) or len(change) != 1:
+            raise ValueError(
+                f"a project changes one setting: give {{setting: value}}, not {change!r}"
+            )
+        ((key, value),) = change.items()
+        if key not in CHANGES:
+            raise ValueError(f"change one of {CHANGES}, not {key!r}: the rest stays as it was")
+        after = dataclasses.replace(self, **change)
+        if getattr(after, key) == getattr(self, key):
+            raise ValueError(f"{key} is already {value!r}: a change must change it")
+        return after
+
+
+def differences(before: Arm, after: Arm) -> list[str]:
+    """The settings in which two arms differ."""
+    return [
+        f.name for f in dataclasses.fields(Arm) if getattr(before, f.name) != getattr(after, f.name)
+    ]
+
+
+def measure_arm(
+    arm: Arm,
+    n_new: int,
+    rounds: int,
+    clock: Callable[[], float] = time.process_time,
+    gamma: int | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Measure one arm as the capstone does, and `report` it: α̂ from one speculative run per
+    prompt (at the arm's fixed γ, else at `PROBE_GAMMA`); c and the curve from the course's one
+    cost instrument (`curve_and_c`); the plan (`best_plan`: the best γ, or the fixed one); then
+    the clock at the plan's γ, each prompt the fastest of `rounds`. The report gains the arm's
+    settings ("arm") and each prompt's probe tokens ("tokens"): what a rerun must reproduce
+    exactly. `gamma` times that γ instead of planning one (a rerun of a reported plan)."""
+    pair = models.load_pair(arm.pair, dtype=arm.dtype, target=arm.target, draft=arm.draft)
+    ids = [pair.encode(text) for text in arm.prompts]
+    fixed = arm.gamma if isinstance(arm.gamma, int) else None
+    probes = [
+        decoding.speculative_generate(
+            *(pair.target, pair.draft, x, n_new, fixed or PROBE_GAMMA),
+            temperature=arm.temperature,
+            generator=torch.Generator().manual_seed(i),  # prompt i: seed i
+            vocab_size=pair.vocab_size,
+            runtime=arm.runtime,
+        )
+        for i, x in enumerate(ids)
+    ]
+    per_prompt = [run.stats for run in probes]
+    curve, c = curve_and_c(pair, clock, runtime=arm.runtime)
+    alpha = decoding.GenerationStats.merge(per_prompt).acceptance_rate
+    plan = best_plan(alpha, prompt_se(per_prompt), c, curve, gamma or fixed)
+    _, secs = timing.timed_runs(
+        *(pair, {"draft": pair.draft}, {"arm": ids}, {"arm": [None, "draft"]}),
+        n_new=n_new,
+        gamma=plan["gamma"],
+        rounds=rounds,
+        clock=clock,
+        temperature=arm.temperature,
+        progress=progress,
+        runtime=arm.runtime,
+    )
+    info = env.device_info(pair.device)
+    device = str(info.get("gpu") or f"{info['device']} ({info['cpu']})")
+    rep = report(
+        *(pair.name, per_prompt, c, curve, plan, secs["arm", None], secs["arm", "draft"]),
+        *(rounds, device, arm.temperature),
+    )
+    return {**rep, "arm": dataclasses.asdict(arm), "tokens": [r.tokens.tolist() for r in probes]}
+
+
+def project(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The project's table: two arms' reports (`measure_arm`) and the one setting between them."""
+    changed = differences(Arm(**before["arm"]), Arm(**after["arm"]))
+    return {
+        "change": {k: [before["arm"][k], after["arm"][k]] for k in changed},
+        "before": before,
+        "after": after,
+    }
+
+
+def tokens_per_second(rep: dict[str, Any], plain: bool = False) -> float:
+    """Speculative (or plain) decoding's new tokens per second over the report's prompts."""
+    return (
+        len(rep["tokens"][0])
+        * len(rep["tokens"])
+        / sum(rep["plain_seconds" if plain else "spec_seconds"])
+    )
+
+
+def project_table(table: dict[str, Any]) -> str:
+    """A project's before/after table, one row per number, with after/before where it is one."""
+    b, a = table["before"], table["after"]
+
+    def interval(rep: dict[str, Any]) -> str:
+        return f"{rep['predicted']:.2f}x ({rep['predicted_low']:.2f}–{rep['predicted_high']:.2f})"
+
+    rows = [
+        *(
+            (f"{key} (the change)", repr(old), repr(new))
+            for key, (old, new) in table["change"].items()
+        ),
+        (
+            "α̂ ± SE across prompts",
+            f"{b['alpha']:.3f} ± {b['alpha_se']:.3f}",
+            f"{a['alpha']:.3f} ± {a['alpha_se']:.3f}",
+        ),
+        ("c", f"{b['c']:.3f}", f"{a['c']:.3f}"),
+        ("γ", f"{b['gamma']}", f"{a['gamma']}"),
+        (
+            "r(γ) = t(γ + 1) / t(1)",
+            f"{b['verify_curve'][b['gamma']]:.2f}",
+            f"{a['verify_curve'][a['gamma']]:.2f}",
+        ),
+        ("predicted (α̂ ± 2 SE)", interval(b), interval(a)),
+        ("measured, pooled", f"{b['measured_pooled']:.2f}x", f"{a['measured_pooled']:.2f}x"),
+        ("verdict", b["verdict"], a["verdict"]),
+        (
+            "plain tokens/s",
+            f"{tokens_per_second(b, True):.1f}",
+            f"{tokens_per_second(a, True):.1f}",
+        ),
+        ("speculative tokens/s", f"{tokens_per_second(b):.1f}", f"{tokens_per_second(a):.1f}"),
+    ]
+    ratio = tokens_per_second(a) / tokens_per_second(b)
+    rows.append(("after / before, speculative tokens/s", "", f"{ratio:.2f}x"))
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'':<{width}}  {'before':>22}  {'after':>22}"]
+    lines += [f"{name:<{width}}  {x:>22}  {y:>22}" for name, x, y in rows]
+    return "\n".join(lines)

@@ -45,10 +45,13 @@ def run_timed(
     clock: Callable[[], float],
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
+    runtime: str = DEFAULT_RUNTIME,
 ) -> tuple[decoding.Generation, float]:
     """Decoding of `n_new` tokens after `ids`, plain (draft None) or speculative with `draft` at
-    `gamma`: (the run, its seconds on `clock`, through `timer`)."""
-    kw = dict(temperature=temperature, generator=generator, vocab_size=pair.vocab_size)
+    `gamma`, through `runtime`: (the run, its seconds on `clock`, through `timer`)."""
+    kw = dict(
+        temperature=temperature, generator=generator, vocab_size=pair.vocab_size, runtime=runtime
+    )
     with timer(pair.device, clock) as sw:
         if draft is None:
             run = decoding.autoregressive_generate(pair.target, ids, n_new, **kw)
@@ -69,15 +72,18 @@ def timed_runs(
     temperature: float = 0.0,
     seed: int = 0,
     progress: bool = True,
+    runtime: str = DEFAULT_RUNTIME,
 ) -> tuple[dict[tuple[str, str | None], list], dict[tuple[str, str | None], np.ndarray]]:
     """For each domain of `plan` ({domain: [None (plain decoding) or a name of `drafts`]}): every
     method on every prompt of `prompts[domain]`, `rounds` times, interleaved; greedy, or sampled
-    at `temperature` with a generator seeded `seed + i` on prompt i (every round alike). Returns
+    at `temperature` with a generator seeded `seed + i` on prompt i (every round alike), each run
+    through `runtime`'s sessions. Returns
     (runs, seconds): per (domain, name), the first round's Generation per prompt, and (prompts,)
     the minimum seconds per prompt over the rounds."""
 
     def sample(i: int) -> dict:
-        return dict(temperature=temperature, generator=torch.Generator().manual_seed(seed + i))
+        generator = torch.Generator().manual_seed(seed + i)
+        return dict(temperature=temperature, generator=generator, runtime=runtime)
 
     first = next(iter(prompts.values()))[0][:8]
     for name in dict.fromkeys(n for names in plan.values() for n in names):  # warm-up

@@ -6,7 +6,8 @@ learner's answer on cases chosen so that plausible wrong answers fail, raising
 tests/wrong_answers/ test exactly that), and prints ``Exercise N: correct!`` when it passes.
 
 One module per notebook, ``nbNN_<notebook>.py``, paired with tests/wrong_answers/NN_<notebook>.py;
-`nb07_engines_and_capstone` also holds `check_report`, the capstone report's arithmetic.
+`nb07_engines_and_capstone` also holds `check_report`, the capstone report's arithmetic, and
+`check_project`, a capstone project's table against a rerun.
 `harness` holds what they share: the three rules every check follows and the tools that enforce
 them. Every name a notebook or a wrong answer reads through ``checks.`` is re-exported here.
 """
@@ -37,6 +38,7 @@ from specdec_lab.course.checks.nb07_engines_and_capstone import (
     LEFT_OUT_OPTIONS,
     PREDICTION_7_1,
     PREDICTION_7_3,
+    check_project,
     check_report,
     exercise_7_1,
     exercise_7_2,

@@ -1,6 +1,7 @@
 """The checks of notebooks/07_engines_and_capstone.ipynb: Exercises 7.1 (α from an engine's
-counters), 7.3 (the α̂ a real engine's counters allow), 7.2 (the capstone's plan) and
-`check_report` (a capstone report's arithmetic), all against `specdec_lab.measure.capstone`."""
+counters), 7.3 (the α̂ a real engine's counters allow), 7.2 (the capstone's plan),
+`check_report` (a capstone report's arithmetic) and `check_project` (a project's before/after
+table, against a rerun), all against `specdec_lab.measure.capstone`."""
 
 from __future__ import annotations
 
@@ -322,13 +323,17 @@ def _checked_alpha(rep: dict[str, Any]) -> tuple[float, float, float]:
 
 
 def _checked_plan(rep: dict[str, Any], alpha: float, se: float, binomial: float) -> dict:
-    """γ and the predicted speedup with its interval follow from α̂ ± 2 SE, c and the curve."""
+    """γ and the predicted speedup with its interval follow from α̂ ± 2 SE, c and the curve (the
+    best γ, or a project arm's fixed one)."""
     curve, c = rep["verify_curve"], rep["c"]
     _need(len(curve) >= 2 and _close(curve[0], 1.0), "verify_curve[0] is t(1)/t(1) = 1")
-    want = capstone.best_plan(alpha, se, c, curve)
+    fixed = rep.get("arm", {}).get("gamma")
+    fixed = fixed if isinstance(fixed, int) and 1 <= fixed < len(curve) else None
+    want = capstone.best_plan(alpha, se, c, curve, fixed)
     gamma = want["gamma"]
-    _need(rep["gamma"] == gamma, f"the best γ for these α̂, c, r is {gamma}")
-    narrow = capstone.best_plan(alpha, binomial, c, curve)
+    rule = f"the arm's fixed γ is {gamma}" if fixed else f"the best γ for these α̂, c, r is {gamma}"
+    _need(rep["gamma"] == gamma, rule)
+    narrow = capstone.best_plan(alpha, binomial, c, curve, fixed)
     for key in capstone.PLAN_KEYS[1:]:
         hint = ""
         if key != "predicted" and _close(rep[key], narrow[key]) and not _close(rep[key], want[key]):
@@ -391,4 +396,100 @@ def check_report(rep: dict[str, Any]) -> str:
         f"{rep['predicted']:.2f}x ({rep['predicted_low']:.2f}–{rep['predicted_high']:.2f} at "
         f"α̂ ± 2 SE), measured {pooled:.2f}x pooled over {n} prompts (each the fastest of "
         f"{rep['rounds']} rounds): {where} the predicted interval"
+    )
+
+
+# --- the capstone project: its before/after table against a rerun ------------------------------
+
+
+def _need_project(ok: bool, why: str) -> None:
+    if not ok:
+        raise ReportError(f"Capstone project: {why}")
+
+
+def _rerun_agreement(side: str, rep: dict[str, Any], fresh: dict[str, Any]) -> float:
+    """A rerun reproduces the side's counts and tokens exactly, and its clock-based numbers within
+    `capstone.RERUN_TOLERANCE`: the largest relative disagreement among the latter."""
+    for key, what in (("prompt_examined", "examined"), ("prompt_accepted", "accepted")):
+        _need_project(
+            list(rep[key]) == list(fresh[key]),
+            f"{side}: a rerun of these settings {what} {fresh[key]} drafts per prompt, the table "
+            f"says {rep[key]}: its counts were not measured with these settings",
+        )
+    _need_project(
+        rep["tokens"] == fresh["tokens"],
+        f"{side}: a rerun of these settings generates other tokens than the table records",
+    )
+    gamma = rep["gamma"]
+    clocked = {
+        "c": (rep["c"], fresh["c"]),
+        f"r(γ = {gamma})": (rep["verify_curve"][gamma], fresh["verify_curve"][gamma]),
+        "the pooled speedup": (rep["measured_pooled"], fresh["measured_pooled"]),
+        "speculative tokens/s": (
+            capstone.tokens_per_second(rep),
+            capstone.tokens_per_second(fresh),
+        ),
+    }
+    worst = 0.0
+    for name, (stated, again) in clocked.items():
+        off = abs(stated / again - 1)
+        _need_project(
+            off <= capstone.RERUN_TOLERANCE,
+            f"{side}: {name} is {stated:.3f} in the table and {again:.3f} on a rerun, "
+            f"{off:.0%} apart, beyond the clock's noise (±{capstone.RERUN_TOLERANCE:.0%})",
+        )
+        worst = max(worst, off)
+    return worst
+
+
+def check_project(table: dict[str, Any], clock: Callable[[], float]) -> str:
+    """Validate a capstone project's table (`capstone.project`): exactly one setting of
+    `capstone.CHANGES` between the arms, each side's report arithmetic (`check_report`), and each
+    side against a rerun of its settings on `clock` (`capstone.measure_arm` at the table's γ):
+    counts and tokens exactly, c, r(γ), the speedup and tokens per second within the clock's
+    noise. Returns what the change did beside how far the reruns moved; raises `ReportError`."""
+    _need_project(
+        isinstance(table, dict) and {"before", "after", "change"} <= set(table),
+        "a table is capstone.project(before, after): a dict with 'before', 'after' and 'change'",
+    )
+    before, after = table["before"], table["after"]
+    arms = {}
+    for side in ("before", "after"):
+        _need_project("arm" in table[side], f"{side} has no 'arm': measure it with measure_arm")
+        arms[side] = capstone.Arm(**table[side]["arm"])
+    changed = capstone.differences(arms["before"], arms["after"])
+    _need_project(
+        len(changed) == 1 and changed[0] in capstone.CHANGES,
+        f"the arms differ in {changed or 'nothing'}: a project changes exactly one of "
+        f"{capstone.CHANGES}",
+    )
+    key = changed[0]
+    _need_project(
+        table["change"] == {key: [before["arm"][key], after["arm"][key]]},
+        f"the table's change {table['change']!r} is not what separates its arms ({key})",
+    )
+    for what in ("device", "rounds"):
+        _need_project(before[what] == after[what], f"both arms on one {what}")
+    _need_project(
+        len(before["tokens"][0]) == len(after["tokens"][0]), "both arms decode as many tokens"
+    )
+    for side, rep in (("before", before), ("after", after)):
+        try:
+            check_report(rep)
+        except ReportError as err:
+            raise ReportError(f"Capstone project, {side}: {err}") from None
+    worst = {}
+    for side, rep in (("before", before), ("after", after)):
+        fresh = capstone.measure_arm(
+            arms[side], len(rep["tokens"][0]), rep["rounds"], clock, gamma=rep["gamma"]
+        )
+        worst[side] = _rerun_agreement(side, rep, fresh)
+    effect = capstone.tokens_per_second(after) / capstone.tokens_per_second(before)
+    noise = max(worst.values())
+    inside = "inside" if abs(effect - 1) <= noise else "outside"
+    return (
+        f"{key}: {before['arm'][key]!r} -> {after['arm'][key]!r} moved speculative tokens/s by "
+        f"{effect:.2f}x; the reruns moved the clock's numbers by up to {noise:.0%} (before "
+        f"{worst['before']:.0%}, after {worst['after']:.0%}): the change's effect is {inside} "
+        f"that noise. Counts and tokens reproduced exactly."
     )
