@@ -34,11 +34,11 @@ def table(arms) -> dict:
 @pytest.fixture
 def rerun_as_table(monkeypatch, table):
     """The check's rerun hands back the table's own measurement, its clock scaled by `scale`."""
-    scale = {"plain": 1.0}
+    scale = {"plain": 1.0, "c": 1.0}
 
     def rerun(arm, n_new, rounds, clock, gamma=None):
         side = "before" if arm == capstone.Arm(**table["before"]["arm"]) else "after"
-        return remeasured(table[side], scale["plain"])
+        return dict(remeasured(table[side], scale["plain"]), c=table[side]["c"] * scale["c"])
 
     monkeypatch.setattr(capstone, "measure_arm", rerun)
     return scale
@@ -112,7 +112,7 @@ def test_a_planned_arm_takes_the_best_gamma_of_its_own_measurement() -> None:
 def test_the_check_reruns_the_settings_for_real(table, monkeypatch) -> None:
     # Counts and tokens must come back exactly; the clock is loosened here so a busy test
     # machine cannot fail it (its tolerance is tested with a controlled rerun below).
-    monkeypatch.setattr(capstone, "RERUN_TOLERANCE", 10.0)
+    monkeypatch.setattr(capstone, "RERUN_TOLERANCE", {"speed": 10.0, "cost": 10.0})
     summary = checks.check_project(table, time.process_time)
     assert summary.startswith("gamma: 4 -> 2 moved speculative tokens/s by")
     assert "reproduced exactly" in summary
@@ -177,3 +177,11 @@ def test_a_table_whose_numbers_were_not_measured_is_refused(table, rerun_as_tabl
     del bare["before"]["arm"]
     refused(bare, "no 'arm'")
     refused({"before": 1.2, "after": 1.5}, "capstone.project")
+
+
+def test_a_cost_the_rerun_does_not_find_is_refused(table, rerun_as_table) -> None:
+    rerun_as_table["c"] = 1.4  # 29 % apart: inside the costs' wider noise
+    checks.check_project(table, time.process_time)
+    rerun_as_table["c"] = 2.5  # the table's c is 40 % of what the rerun finds
+    with pytest.raises(nb07.ReportError, match="c is .* beyond the clock's noise"):
+        checks.check_project(table, time.process_time)

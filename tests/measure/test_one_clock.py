@@ -34,6 +34,9 @@ def test_every_cost_caller_goes_through_the_one_instrument(pair, monkeypatch) ->
         "forward_costs": lambda: timing.forward_costs(pair, {"d": pair.draft}, 3, repeats=1),
         "measure_c": lambda: timing.measure_c(pair, 3, repeats=1),
         "curve_and_c": lambda: capstone.curve_and_c(pair, repeats=1, max_tokens=3),
+        "measure_arm": lambda: capstone.measure_arm(
+            capstone.Arm(("def f(x):\n", "class A:\n")), n_new=4, rounds=1
+        ),
         "planner": lambda: plan.measure_costs_together(
             {None: (pair.target, plan.pair_candidates(pair))},
             pair.encode("def f(x):\n    return x + 1\n"),
@@ -54,5 +57,7 @@ def test_the_notebooks_time_costs_only_through_routed_functions(notebook) -> Non
     sweep of their own (`session_sweep`, `interleaved`, `runtime_sweep`) for r or c."""
     cells = json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text())["cells"]
     code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    assert re.search(r"timing\.forward_costs|capstone\.curve_and_c|timing\.measure_c", code)
+    assert re.search(
+        r"timing\.forward_costs|capstone\.(curve_and_c|measure_arm)|timing\.measure_c", code
+    )
     assert not re.search(r"timing\.(session_sweep|interleaved|runtime_sweep)\(", code)
