@@ -4,8 +4,9 @@
 do by hand:
 
 1. **Costs.** t(k), the target's forward over k = 1..K new tokens, and one drafting step of
-   every candidate, through the sessions the decoding loop uses, timed in interleaved rounds
-   (`timing.interleaved`, minimum of the rounds): r(k) = t(k) / t(1), c = t(step) / t(1).
+   every candidate, through the sessions the decoding loop uses, timed by the course's one
+   instrument in the order the loop runs them (`timing.loop_costs`, the minimum of its rounds):
+   r(k) = t(k) / t(1), c = t(step) / t(1).
 2. **α.** A short probe: `probe_tokens` tokens of speculative decoding with each candidate at
    the run's temperature, on the prompt at hand, or pooled over several (the bench's).
 3. **γ.** `theory.best_gamma(α, c, r)` per candidate: the expected speedup
@@ -75,6 +76,23 @@ class Plan:
             return None
         alpha = self.alpha[name] if alpha is None else alpha
         return theory.speedup(alpha, gamma, self.costs.c[name], r[gamma])
+
+    def against(self, name: str, gamma: int) -> str:
+        """One line for a notebook that fixes candidate `name` at `gamma` to teach: what the plan
+        would pick, its expected speedup, and what the fixed setting is expected to give."""
+        pick = (
+            "plain decoding"
+            if self.drafter is None
+            else f"{self.drafter}, "
+            + (f"γ = {self.gamma}" if self.tree is None else f"as the token tree {self.tree}")
+        )
+        fixed = self.expected(name, gamma)
+        if fixed is None:
+            return f"the plan would pick {pick}, expected {self.predicted:.2f}x (γ = {gamma}: unmeasured)"
+        return (
+            f"the plan would pick {pick}, expected {self.predicted:.2f}x; the {name} at the fixed "
+            f"γ = {gamma} is expected {fixed:.2f}x, {fixed / self.predicted:.0%} of the plan's"
+        )
 
     def describe(self) -> str:
         """The plan and its inputs, in a few lines."""

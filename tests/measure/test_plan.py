@@ -185,3 +185,18 @@ def test_the_dtypes_line_shows_plain_decodings_rate_beside_its_ratios() -> None:
     said = plan.describe_dtypes({torch.float32: planned}, torch.float32)
     assert "plain decoding 20 tokens/s" in said  # 1000 / 50 ms
     assert "t(k)/t(1) for k = 1..3: 1.00 0.80 1.10" in said
+
+
+def test_a_fixed_setting_is_said_against_the_plan() -> None:
+    costs = plan.Costs(verify_cost=(1.0, 1.1, 1.2, 1.3, 1.5), c={"d": 0.1}, t1_ms=5.0)
+    planned = plan.Plan("d", 3, theory.speedup(0.8, 3, 0.1, 1.3), {"d": 0.8}, costs, 0.0)
+    fixed = theory.speedup(0.8, 1, 0.1, 1.1)
+    line = planned.against("d", 1)
+    assert line.startswith(f"the plan would pick d, γ = 3, expected {planned.predicted:.2f}x")
+    assert f"the d at the fixed γ = 1 is expected {fixed:.2f}x" in line
+    assert line.endswith(f"{fixed / planned.predicted:.0%} of the plan's")
+    assert "unmeasured" in planned.against("d", 7)  # beyond the measured r(k)
+    plain = replace(planned, drafter=None, gamma=0, predicted=1.0)
+    assert plain.against("d", 1).startswith("the plan would pick plain decoding, expected 1.00x")
+    tree_plan = replace(planned, tree=(2, 1))
+    assert "as the token tree (2, 1)" in tree_plan.against("d", 1)
