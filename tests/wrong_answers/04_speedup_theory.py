@@ -193,3 +193,31 @@ WRONG_ANSWERS["4.3"] = {  # two answer names: the prediction stays as the studen
     "rank the drafts at γ = 4, then tune γ": {"choose_draft": rank_at_four_then_tune},
     "a prediction that names no draft": {"choose_draft": _choose, "prediction_4_3": "the cheapest"},
 }
+
+
+def highest_speedup(per_dtype):
+    """Picks the dtype with the highest expected speedup: forgets that each has its own baseline."""
+    return max(per_dtype, key=lambda name: per_dtype[name][1])
+
+
+def shortest_t1(per_dtype):
+    """Picks the dtype with the fastest one-token forward: forgets what speculation adds."""
+    return min(per_dtype, key=lambda name: per_dtype[name][0])
+
+
+def speedup_times_t1(per_dtype):
+    """Multiplies where it should divide: speedup × t(1)."""
+    return max(per_dtype, key=lambda name: per_dtype[name][1] * per_dtype[name][0])
+
+
+def t1_over_speedup(per_dtype):
+    """Divides the wrong way: the largest t(1) / speedup, i.e. the most time per token."""
+    return max(per_dtype, key=lambda name: per_dtype[name][0] / per_dtype[name][1])
+
+
+WRONG_ANSWERS["4.4"] = {
+    "highest speedup": highest_speedup,
+    "shortest t(1)": shortest_t1,
+    "speedup × t(1)": speedup_times_t1,
+    "t(1) / speedup (divided the wrong way)": t1_over_speedup,
+}

@@ -27,7 +27,12 @@ from specdec_lab.course.checks.nb02_proving_equivalence import (
     exercise_2_3,
 )
 from specdec_lab.course.checks.nb03_acceptance_rates import exercise_3_1
-from specdec_lab.course.checks.nb04_speedup_theory import exercise_4_1, exercise_4_2, exercise_4_3
+from specdec_lab.course.checks.nb04_speedup_theory import (
+    exercise_4_1,
+    exercise_4_2,
+    exercise_4_3,
+    exercise_4_4,
+)
 from specdec_lab.course.checks.nb05_memory_vs_compute import (
     WORKED_KNEE_NAME,
     exercise_5_1,

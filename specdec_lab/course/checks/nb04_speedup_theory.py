@@ -1,5 +1,5 @@
 """The checks of notebooks/04_speedup_theory.ipynb: Exercises 4.1 (the break-even α), 4.2 (the
-best γ from noisy logs) and 4.3 (choosing the draft)."""
+best γ from noisy logs), 4.3 (choosing the draft) and 4.4 (choosing the dtype)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from specdec_lab import decoding, theory
 from specdec_lab.course.checks.harness import call_answer, refuse_delegation, require_prediction
-from specdec_lab.measure import capstone
+from specdec_lab.measure import capstone, plan
 
 SPEED_CHOICES = ("faster", "slower")
 
@@ -164,3 +164,35 @@ def exercise_4_3(
     )
     print("Exercise 4.3: correct!")
     return name, g
+
+
+def _dtype_name(dtype: object) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def exercise_4_4(pick_dtype: Callable[[dict], str], planned: dict[str, dict]) -> str:
+    """Exercise 4.4 on worked cases where the highest speedup, the shortest t(1), speedup × t(1)
+    and t(1) / speedup each pick another dtype; then each set of `planned` plans ({label: {dtype:
+    `plan.Plan`}}: the records' and the learner's device's) against `plan.choose_dtype`. Returns
+    the answer's pick on the last set."""
+    worked = [  # ({name: (t(1) ms, expected speedup)}, the most tokens per second)
+        ({"float32": (56.6, 1.25), "bfloat16": (42.7, 1.0)}, "bfloat16"),  # highest S is slower
+        ({"float32": (50.0, 1.6), "bfloat16": (40.0, 1.1)}, "float32"),  # shortest t(1) is slower
+        ({"a": (30.0, 1.0), "b": (45.0, 1.8), "c": (36.0, 1.5)}, "c"),
+    ]
+    for per_dtype, want in worked:
+        got = call_answer("4.4", pick_dtype, dict(per_dtype))
+        rates = ", ".join(f"{n} {1e3 * s / t:.1f}" for n, (t, s) in per_dtype.items())
+        assert got == want, (
+            f"Exercise 4.4: for {per_dtype} ((t(1) ms, speedup) per dtype) the most tokens per "
+            f"second is {want}, got {got!r}: tokens per second are {rates}"
+        )
+    got = None
+    for label, plans in planned.items():
+        per_dtype = {_dtype_name(d): (p.costs.t1_ms, p.predicted) for d, p in plans.items()}
+        want = _dtype_name(plan.choose_dtype(plans))
+        got = call_answer("4.4", pick_dtype, dict(per_dtype))
+        assert got == want, f"Exercise 4.4 ({label}): plan.choose_dtype picks {want}, got {got!r}"
+        print(f"{label}: you pick {got}, as plan.choose_dtype does")
+    print("Exercise 4.4: correct!")
+    return got
