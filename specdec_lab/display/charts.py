@@ -17,7 +17,11 @@ from specdec_lab.display.figures import axes_or_own_figure
 class SideBySide:
     """What `plot_side_by_side` drew: methods (rows, top to bottom) and temperatures (bars);
     tokens_per_call, tokens_per_second and speedup (tokens per second over the baseline's at
-    the same temperature) are (methods, temperatures) arrays."""
+    the same temperature: the length of a right-hand bar) are (methods, temperatures) arrays.
+    Given per-prompt tokens per second, prompt_speedup is (methods, temperatures, prompts):
+    each prompt's tokens per second over the baseline's on the same prompt (the dots), and
+    low and high its least and greatest over the prompts (the whiskers); else all three None.
+    legend: the one legend, drawn beside the right-hand axes, off the bars."""
 
     methods: list[str]
     temperatures: list[float]
@@ -25,6 +29,37 @@ class SideBySide:
     tokens_per_second: np.ndarray
     speedup: np.ndarray
     baseline: str
+    prompt_speedup: np.ndarray | None = None
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+    legend: Any = None
+
+
+def _side_by_side_cells(rows: list[tuple], baseline: str):
+    """(methods, temperatures, {(T, method): (tokens/call, tokens/s, per-prompt tokens/s)})."""
+    if any(len(r) not in (4, 5) for r in rows) or len({len(r) for r in rows}) > 1:
+        raise ValueError(
+            "each row is (temperature, method, tokens per target call, tokens/s), every row "
+            "followed by its per-prompt tokens/s or none"
+        )
+    methods = list(dict.fromkeys(str(r[1]) for r in rows))
+    temperatures = list(dict.fromkeys(float(r[0]) for r in rows))
+    cells: dict[tuple[float, str], tuple[float, float, np.ndarray]] = {}
+    for t, name, tpc, tps, *prompts in rows:
+        key = (float(t), str(name))
+        if key in cells:
+            raise ValueError(f"two rows for {name!r} at T = {t:g}")
+        cells[key] = (float(tpc), float(tps), np.asarray(prompts[0] if prompts else [], float))
+    missing = [f"{m!r} at T = {t:g}" for t in temperatures for m in methods if (t, m) not in cells]
+    if missing:
+        raise ValueError(f"no row for {', '.join(missing)}")
+    if baseline not in methods:
+        raise ValueError(f"the baseline {baseline!r} is not among the methods {methods}")
+    if len({c[2].shape for c in cells.values()}) > 1:
+        raise ValueError("every row needs tokens/s on the same prompts")
+    if any(np.any(cells[t, baseline][2] <= 0) for t in temperatures):
+        raise ValueError(f"the baseline {baseline!r} needs tokens/s above 0 on every prompt")
+    return methods, temperatures, cells
 
 
 def plot_side_by_side(
@@ -33,57 +68,97 @@ def plot_side_by_side(
     baseline: str = "autoregressive",
     axes: Sequence[Any] | None = None,
 ) -> SideBySide:
-    """Two panels from measured rows (temperature, method, tokens per target call, tokens/s).
+    """Two panels from measured rows (temperature, method, tokens per target call, tokens/s
+    [, tokens/s on each prompt]).
 
-    Left: tokens per target call, what a method buys. Right: tokens per second, what it costs,
-    with each bar's speedup over `baseline` at its temperature and the baseline as a dashed line.
-    Every method needs a row at every temperature. `axes`: two axes.
+    Left: tokens per target call, what a method buys. Right: what it costs, as each method's
+    speedup over `baseline` at its temperature (its tokens per second over the baseline's),
+    the baseline at 1 as a dashed line. Given each prompt's tokens per second (the same prompts
+    in every row), each prompt's speedup against the baseline on that prompt is a dot, and a
+    whisker spans their least to their greatest: the spread the ranking must exceed. Every
+    method needs a row at every temperature. The legend sits beside the right panel, off the
+    bars. `axes`: two axes.
     """
-    rows = [tuple(r) for r in rows]
-    if any(len(r) != 4 for r in rows):
-        raise ValueError("each row is (temperature, method, tokens per target call, tokens/s)")
-    methods = list(dict.fromkeys(str(r[1]) for r in rows))
-    temperatures = list(dict.fromkeys(float(r[0]) for r in rows))
-    cells: dict[tuple[float, str], tuple[float, float]] = {}
-    for t, name, tpc, tps in rows:
-        key = (float(t), str(name))
-        if key in cells:
-            raise ValueError(f"two rows for {name!r} at T = {t:g}")
-        cells[key] = (float(tpc), float(tps))
-    missing = [f"{m!r} at T = {t:g}" for t in temperatures for m in methods if (t, m) not in cells]
-    if missing:
-        raise ValueError(f"no row for {', '.join(missing)}")
-    if baseline not in methods:
-        raise ValueError(f"the baseline {baseline!r} is not among the methods {methods}")
+    methods, temperatures, cells = _side_by_side_cells([tuple(r) for r in rows], baseline)
     per_call = np.array([[cells[t, m][0] for t in temperatures] for m in methods])
     per_second = np.array([[cells[t, m][1] for t in temperatures] for m in methods])
     speedup = per_second / per_second[methods.index(baseline)]
+    prompt_speedup = low = high = None
+    if cells[temperatures[0], baseline][2].size:
+        prompt_speedup = np.array(
+            [[cells[t, m][2] / cells[t, baseline][2] for t in temperatures] for m in methods]
+        )
+        low, high = prompt_speedup.min(axis=2), prompt_speedup.max(axis=2)
 
-    figsize = (11, 0.5 * len(methods) * len(temperatures) + 1.5)
+    figsize = (12, 0.5 * len(methods) * len(temperatures) + 1.5)
     with axes_or_own_figure(axes, 1, 2, figsize=figsize) as axes:
         ax_call, ax_time = axes
         y = np.arange(len(methods))
         height = 0.8 / len(temperatures)
         colours = ["#0969da", "#bf8700", "#8250df", "#1a7f37"]
+        handles = []
         for j, t in enumerate(temperatures):
             offset = (j - (len(temperatures) - 1) / 2) * height
             label = "greedy (T = 0)" if t == 0 else f"T = {t:g}"
             colour = colours[j % len(colours)]
-            ax_call.barh(y + offset, per_call[:, j], height, color=colour, label=label)
-            bars = ax_time.barh(y + offset, per_second[:, j], height, color=colour, label=label)
-            speedups = [f"{s:.2f}×" for s in speedup[:, j]]
-            ax_time.bar_label(bars, speedups, fontsize="x-small", padding=2)
-            ax_time.axvline(per_second[methods.index(baseline), j], color=colour, ls="--", lw=0.8)
+            handles.append(
+                ax_call.barh(y + offset, per_call[:, j], height, color=colour, label=label)
+            )
+            ax_time.barh(y + offset, speedup[:, j], height, color=colour, label=label)
+            ends = speedup[:, j]
+            if prompt_speedup is not None:
+                spread = ax_time.hlines(y + offset, low[:, j], high[:, j], color="k", lw=1.2)
+                spread.set(gid=f"spread:{t:g}", label="least to greatest over the prompts")
+                dots = ax_time.scatter(
+                    prompt_speedup[:, j].ravel(),
+                    np.repeat(y + offset, prompt_speedup.shape[2]),
+                    s=9,
+                    color="k",
+                    zorder=3,
+                    gid=f"prompts:{t:g}",
+                    label="one prompt",
+                )
+                ends = np.maximum(ends, high[:, j])
+            for x, yy, s in zip(ends, y + offset, speedup[:, j], strict=True):
+                ax_time.annotate(
+                    f"{s:.2f}×",
+                    (x, yy),
+                    xytext=(3, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize="x-small",
+                )
+        if prompt_speedup is not None:
+            handles += [dots, spread]
         for ax in axes:
             ax.set_yticks(y, methods)
             ax.invert_yaxis()
         ax_call.axvline(1, color="k", lw=0.8)
+        ax_time.axvline(1, color="k", ls="--", lw=0.8)
         ax_call.set(xlabel="tokens per target call (what it buys)")
-        ax_time.set(xlabel=f"tokens per second (what it costs; × = vs {baseline})")
-        ax_time.set_xlim(0, per_second.max() * 1.18)
+        ax_time.set(xlabel=f"speedup over {baseline}: bar all prompts, dot each (what it costs)")
+        right = max(speedup.max(), high.max() if high is not None else 0)
+        ax_time.set_xlim(0, right * 1.18)
         ax_time.set_yticklabels([])
-        ax_call.legend(fontsize="small", loc="lower right")
-    return SideBySide(methods, temperatures, per_call, per_second, speedup, baseline)
+        legend = ax_time.legend(
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(1.02, 1.0),
+            borderaxespad=0,
+            fontsize="small",
+        )
+    return SideBySide(
+        methods,
+        temperatures,
+        per_call,
+        per_second,
+        speedup,
+        baseline,
+        prompt_speedup,
+        low,
+        high,
+        legend,
+    )
 
 
 @dataclass

@@ -338,9 +338,67 @@ def test_plot_side_by_side_plots_the_rows() -> None:
     np.testing.assert_allclose(drawn.tokens_per_call, [[1, 1], [3, 2]])
     np.testing.assert_allclose(drawn.tokens_per_second, [[50, 40], [75, 30]])
     np.testing.assert_allclose(drawn.speedup, [[1, 1], [1.5, 0.75]])
-    assert widths == [[1.0, 3.0, 1.0, 2.0], [50.0, 75.0, 40.0, 30.0]]  # bars: T = 0, then T = 1
+    assert widths == [[1.0, 3.0, 1.0, 2.0], [1.0, 1.5, 1.0, 0.75]]  # bars: T = 0, then T = 1
     labels = [t.get_text() for t in axes[1].texts]
     assert "1.50×" in labels and "0.75×" in labels
+    assert drawn.prompt_speedup is None and drawn.low is None and drawn.high is None
+
+
+# Per-prompt tokens/s on three prompts; the pooled tokens/s are total tokens over total seconds
+# (16 tokens a prompt): autoregressive 0.5, 0.25, 1 s; chain 0.25, 0.5, 0.4 s greedy.
+PROMPT_ROWS = [
+    (0.0, "autoregressive", 1.0, 48 / 1.75, [32.0, 64.0, 16.0]),
+    (0.0, "chain", 3.0, 48 / 1.15, [64.0, 32.0, 40.0]),
+    (1.0, "autoregressive", 1.0, 48 / 1.75, [32.0, 64.0, 16.0]),
+    (1.0, "chain", 2.0, 48 / 2.0, [16.0, 64.0, 32.0]),
+]
+
+
+def _segments(ax, gid):
+    (found,) = [c for c in ax.collections if c.get_gid() == gid]
+    return found
+
+
+def test_plot_side_by_side_draws_each_prompts_speedup_and_its_spread() -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    drawn = display.plot_side_by_side(PROMPT_ROWS, axes=axes)
+    fig.canvas.draw()
+    # Chain against autoregressive on the same prompt: greedy 64/32, 32/64, 40/16; T = 1 16/32,
+    # 64/64, 32/16. Its whisker spans the least to the greatest; autoregressive's is the point 1.
+    want = {0.0: [2.0, 0.5, 2.5], 1.0: [0.5, 1.0, 2.0]}
+    np.testing.assert_allclose(drawn.prompt_speedup[1], [want[0.0], want[1.0]])
+    np.testing.assert_allclose(drawn.prompt_speedup[0], np.ones((2, 3)))
+    np.testing.assert_allclose(drawn.low, [[1, 1], [0.5, 0.5]])
+    np.testing.assert_allclose(drawn.high, [[1, 1], [2.5, 2.0]])
+    np.testing.assert_allclose(drawn.speedup[1], [1.75 / 1.15, 1.75 / 2.0])  # the bars: pooled
+    for t in (0.0, 1.0):  # what is on screen is what it returned
+        whiskers = _segments(axes[1], f"spread:{t:g}").get_segments()
+        np.testing.assert_allclose(
+            [[seg[0][0], seg[1][0]] for seg in whiskers], [[1, 1], [min(want[t]), max(want[t])]]
+        )
+        assert whiskers[0][0][1] == whiskers[0][1][1] < whiskers[1][0][1]  # level, one row each
+        dots = _segments(axes[1], f"prompts:{t:g}").get_offsets()
+        np.testing.assert_allclose(np.asarray(dots)[3:, 0], want[t])  # chain's three prompts
+    renderer = fig.canvas.get_renderer()
+    legend = drawn.legend.get_window_extent(renderer)
+    for ax in axes:  # the legend lies off the bars: outside both data areas
+        assert not legend.overlaps(ax.get_window_extent(renderer))
+    assert [t.get_text() for t in drawn.legend.get_texts()] == [
+        "greedy (T = 0)",
+        "T = 1",
+        "one prompt",
+        "least to greatest over the prompts",
+    ]
+    plt.close(fig)
+
+
+def test_plot_side_by_side_refuses_ragged_prompts() -> None:
+    with pytest.raises(ValueError, match="same prompts"):
+        display.plot_side_by_side(PROMPT_ROWS[:3] + [(1.0, "chain", 2.0, 24.0, [16.0, 64.0])])
+    with pytest.raises(ValueError, match="every row"):
+        display.plot_side_by_side(PROMPT_ROWS[:3] + [(1.0, "chain", 2.0, 24.0)])
+    with pytest.raises(ValueError, match="above 0"):
+        display.plot_side_by_side([(0.0, "autoregressive", 1.0, 1.0, [1.0, 0.0])])
 
 
 def test_plot_side_by_side_refuses_incomplete_rows() -> None:
