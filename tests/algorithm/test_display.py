@@ -487,7 +487,7 @@ def test_first_look_times_the_fastest_round_after_an_untimed_warm_up(monkeypatch
     }
     real_run_timed = timing.run_timed
 
-    def run_timed(pair, ids, draft, n_new, gamma, clock, temperature, generator):
+    def run_timed(pair, ids, draft, n_new, gamma, clock, temperature, generator, runtime):
         out, _ = real_run_timed(pair, ids, draft, n_new, gamma, clock, temperature, generator)
         return out, fake["autoregressive" if draft is None else "speculative"].pop(0)
 
