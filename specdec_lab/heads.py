@@ -146,14 +146,32 @@ class HeadDrafter(Drafter):
         self.clock.stop(t0)
         return stack_proposal(tokens, q_probs, self.vocab_size, ids.device, cfg.greedy)
 
+    @torch.inference_mode()
+    def first_draft_logits(self, ids: torch.Tensor) -> torch.Tensor:
+        """The head's first draft after every prefix of `ids` (L,) that it can draft from,
+        teacher-forced on the target's features: (L - 1, V) float32. Row t drafts ids[t + 2] from
+        the target's feature at t and the embedding of ids[t + 1], as `propose` does after the
+        prefix ids[: t + 2]. The target's session must hold exactly `ids` (`target.logits(ids)`
+        first), so row t pairs with row t + 1 of those logits."""
+        if self.target.hidden.shape[0] != ids.shape[0]:
+            raise ValueError(
+                f"the target's session holds {self.target.hidden.shape[0]} positions, ids has "
+                f"{ids.shape[0]}: call target.logits(ids) on a fresh session first"
+            )
+        device, dtype = self.target.device, next(self.head.parameters()).dtype
+        f = self.target.hidden[:-1].to(device, dtype)  # (L - 1, d)
+        e = self.embed(ids[1:].to(device)).to(dtype)  # (L - 1, d)
+        return self._logits(self.head(f, e))
+
     def _logits(self, f: torch.Tensor) -> torch.Tensor:
-        """The head's logits for feature f (d,): (V,) float32, -inf off a truncated vocabulary."""
-        if self.head.token_ids is None:  # (V',) as the target's forward computes them
+        """The head's logits for features f (..., d): (..., V) float32, -inf off a truncated
+        vocabulary."""
+        if self.head.token_ids is None:  # (..., V') as the target's forward computes them
             f = f.to(self.lm_head.weight.dtype)
-            return output_logits(self.target.model, f)[: self.vocab_size].float()
+            return output_logits(self.target.model, f)[..., : self.vocab_size].float()
         # the LM head's rows alone: __init__ refused families that scale logits after them
-        logits = f.new_full((self.vocab_size,), -math.inf, dtype=torch.float32)  # (V,)
-        logits[self.head.token_ids] = (f @ self.table_t).float()  # (S,)
+        logits = f.new_full((*f.shape[:-1], self.vocab_size), -math.inf, dtype=torch.float32)
+        logits[..., self.head.token_ids] = (f @ self.table_t).float()  # (..., S)
         return logits
 
 

@@ -253,3 +253,30 @@ def test_on_the_cpu_a_head_drafts_in_float32_beside_a_bfloat16_target(micro, tru
     assert tokens.shape == (3,)
     assert torch.isin(tokens, TRUNCATED).all()
     torch.testing.assert_close(q.sum(-1), torch.ones(3))
+
+
+@pytest.mark.parametrize("vocab", ["full", "truncated"])
+def test_first_draft_logits_are_what_propose_drafts_after_each_prefix(
+    micro, trained, truncated, vocab
+) -> None:
+    # Notebook 03 §9 compares the head's expected acceptance with the draft model's on the
+    # same contexts: row t of the teacher-forced logits must be the q that `propose` samples
+    # from after the prefix ids[: t + 2], on a session that read only that prefix.
+    head = trained[0] if vocab == "full" else truncated
+    ids = torch.tensor([0, 5, 9, 3, 3, 30, 8, 17])
+    session, drafter = heads.head_drafter(micro, head)
+    session.logits(ids)
+    rows = drafter.first_draft_logits(ids)
+    assert rows.shape == (len(ids) - 1, VOCAB) and rows.dtype == torch.float32
+    for t in range(len(ids) - 1):
+        prefix = ids[: t + 2]
+        fresh, one = heads.head_drafter(micro, head)
+        fresh.logits(prefix)
+        _, q = one.propose(prefix, 1, SamplingConfig(1.0), torch.Generator().manual_seed(t))
+        torch.testing.assert_close(rows[t].softmax(-1), q[0])
+    if vocab == "truncated":  # -inf off its list, so q is zero there
+        off = torch.ones(VOCAB, dtype=torch.bool)
+        off[TRUNCATED] = False
+        assert torch.isinf(rows[:, off]).all()
+    with pytest.raises(ValueError, match="call target.logits"):
+        drafter.first_draft_logits(ids[:-1])  # the session holds more than these ids
