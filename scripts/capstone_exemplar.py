@@ -1,25 +1,27 @@
-"""The record behind docs/capstone_exemplar.md: notebook 07's capstone, run once as a learner would.
+"""The record behind docs/capstone_exemplar.md: notebook 07's capstone project, run once on a CPU.
 
-The worked report in docs/capstone_exemplar.md quotes its numbers from this record, so that the
-exemplar's interpretation reads real measurements, not invented ones. The run is the notebook's
-§6 with its defaults (the embedded pair, the four `MY_PROMPTS`, greedy and T = 1, 40 new tokens
-per prompt, γ = 4 for the probe runs, one thread, CPU time), step for step:
+The worked report in docs/capstone_exemplar.md quotes its numbers from this record, so that its
+interpretation reads real measurements. The run is the notebook's §6 with its CPU defaults: the
+embedded target with the `draft-large` draft on the four `MY_PROMPTS`, greedy, 40 new tokens per
+prompt, 2 timed rounds per prompt, one torch thread, CPU time (`time.process_time`). The project
+changes one setting, γ = 4 (fixed, as an engine is set) -> "planned":
 
-1. one speculative run per prompt and temperature (prompt i samples from a generator seeded i):
-   α̂ pooled over the prompts, its SE across prompts and the binomial SE;
-2. t(k) for k = 1..9 new tokens and the draft's one-token time, in one interleaved sweep
-   (`capstone.curve_and_c`): c and the verification curve;
-3. the plan (`capstone.best_plan`, Exercise 7.2's answer) at each temperature;
-4. plain and speculative decoding of every prompt at the plan's γ, each prompt timed as the
-   fastest of `--rounds` rounds (`timing.timed_runs`, the notebook's harness);
-5. `capstone.report`, validated by `checks.check_report`.
+1. each arm measured by `capstone.measure_arm` (α̂ from one probe run per prompt, c and the
+   verification curve, the plan, the clock), each report checked by `checks.check_report`;
+2. the table (`capstone.project`, printed by `capstone.project_table`);
+3. `checks.check_project`, which runs both arms again and compares;
+4. each prompt decoded once more at its arm's timed γ, to count what that run examined, accepted
+   and how many target calls it made (an arm's α̂ comes from its probe at γ = 4, which drafts
+   other positions than a run at γ = 8 does).
 
 Writes data/results/capstone-exemplar-cpu-embedded.json (`records.save_results`: the machine, a
-timestamp, and the reports). tests/course/test_capstone.py checks that the record's reports pass
-`check_report` and that docs/capstone_exemplar.md quotes them as the record says.
+timestamp, and the table, its printout and the check's lines). tests/course/test_capstone.py
+checks the record's table arithmetic and that docs/capstone_exemplar.md quotes it verbatim.
 
-    python scripts/capstone_exemplar.py              # about a minute on one core
-    python scripts/capstone_exemplar.py --rounds 5   # more rounds per prompt
+    python scripts/capstone_exemplar.py    # 35-50 s (wall) on one core of a 2-core EPYC
+
+The recorded run took 36 s wall (33 s CPU), about half of it `check_project`'s reruns; an earlier
+run on the same shared machine took 46 s.
 """
 
 from __future__ import annotations
@@ -36,80 +38,89 @@ sys.path.insert(0, str(ROOT))  # run as a script from any directory
 
 from specdec_lab import data, decoding, env, models  # noqa: E402
 from specdec_lab.course import checks  # noqa: E402
-from specdec_lab.measure import capstone, records, timing  # noqa: E402
+from specdec_lab.measure import capstone, records  # noqa: E402
 
-PAIR = "embedded"
-PROMPTS = [  # notebook 07's MY_PROMPTS
+MY_PROMPTS = [  # notebook 07's MY_PROMPTS
     "def fibonacci(n):\n",
     "class Stack:\n    def __init__(self):\n",
     "import os\n\n\ndef list_python_files(root):\n",
     "def merge_sorted(a, b):\n    result = []\n",
 ]
-TEMPERATURES = (0.0, 1.0)
-GAMMA = 4  # the probe runs' γ, as in the notebook
+GAMMA = 4  # the notebook's GAMMA: the before arm's fixed γ
+BEFORE = capstone.Arm(MY_PROMPTS, pair="embedded", draft="draft-large", gamma=GAMMA)
+CHANGE = {"gamma": "planned"}
 OUT = data.RESULTS_DIR / "capstone-exemplar-cpu-embedded.json"
+
+
+def timed_gamma_steps(arm: capstone.Arm, n_new: int, gamma: int) -> dict[str, list[int]]:
+    """Per prompt, what one decode at the timed `gamma` examined, accepted and its target calls
+    (prompt i seeded i, as `measure_arm` seeds its runs)."""
+    pair = models.load_pair(arm.pair, dtype=arm.dtype, target=arm.target, draft=arm.draft)
+    stats = [
+        decoding.speculative_generate(
+            *(pair.target, pair.draft, pair.encode(text), n_new, gamma),
+            temperature=arm.temperature,
+            generator=torch.Generator().manual_seed(i),
+            vocab_size=pair.vocab_size,
+            runtime=arm.runtime,
+        ).stats
+        for i, text in enumerate(arm.prompts)
+    ]
+    return {
+        "examined": [s.trials for s in stats],
+        "accepted": [sum(s.accepted) for s in stats],
+        "target_calls": [len(s.accepted) for s in stats],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per prompt")
-    parser.add_argument("--n-new", type=int, default=40, help="new tokens per prompt")
+    parser.add_argument("--n-new", type=int, default=40, help="new tokens per prompt (N_NEW)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds per prompt (CAP_ROUNDS)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
 
+    start = time.perf_counter()
     env.set_seed(0)
     threads = env.set_cpu_threads(1)
     clock = time.process_time  # CPU time: other jobs on the machine do not inflate it
-    pair = models.load_pair(PAIR, device="cpu")
-    ids = [pair.encode(text) for text in PROMPTS]
-    probes = {
-        temp: [
-            decoding.speculative_generate(
-                *(pair.target, pair.draft, x, args.n_new, GAMMA),
-                temperature=temp,
-                generator=torch.Generator().manual_seed(i),  # prompt i: seed i
-                vocab_size=pair.vocab_size,
-            ).stats
-            for i, x in enumerate(ids)
-        ]
-        for temp in TEMPERATURES
+    arms = {"before": BEFORE, "after": BEFORE.changed(CHANGE)}
+    reports = {
+        side: capstone.measure_arm(arm, args.n_new, args.rounds, clock)
+        for side, arm in arms.items()
     }
-    curve, c = capstone.curve_and_c(pair, clock=clock)  # t(k) / t(1) for k = 1..9, and c
-    info = env.device_info("cpu")
-    device = f"{info['device']} ({info['cpu']})"
-    reports = {}
-    for temp, per_prompt in probes.items():
-        alpha = decoding.GenerationStats.merge(per_prompt).acceptance_rate
-        plan = capstone.best_plan(alpha, capstone.prompt_se(per_prompt), c, curve)
-        _, secs = timing.timed_runs(
-            *(pair, {"draft": pair.draft}, {"mine": ids}, {"mine": [None, "draft"]}),
-            n_new=args.n_new,
-            gamma=plan["gamma"],
-            rounds=args.rounds,
-            clock=clock,
-            temperature=temp,
-            seed=0,  # prompt i samples from a generator seeded i
-            progress=False,
-        )
-        rep = capstone.report(
-            *(PAIR, per_prompt, c, curve, plan),
-            *(secs["mine", None], secs["mine", "draft"], args.rounds, device, temp),
-        )
-        print(checks.check_report(rep))
+    report_lines = {side: checks.check_report(rep) for side, rep in reports.items()}
+    for side, rep in reports.items():
+        print(f"{side}: {report_lines[side]}")
         print(capstone.per_prompt_table(rep))
-        reports[f"{temp:g}"] = rep
+    table = capstone.project(reports["before"], reports["after"])
+    printed = capstone.project_table(table)
+    print(printed)
+    measured_s = time.perf_counter() - start
+    check_line = checks.check_project(table, clock)  # runs both arms again
+    checked_s = time.perf_counter() - start - measured_s
+    print(check_line)
+    steps = {
+        side: timed_gamma_steps(arms[side], args.n_new, rep["gamma"])
+        for side, rep in reports.items()
+    }
+    print(steps)
     results = {
-        "pair": PAIR,
-        "prompts": PROMPTS,
+        "prompts": MY_PROMPTS,
+        "change": CHANGE,
         "n_new": args.n_new,
-        "probe_gamma": GAMMA,
         "rounds": args.rounds,
         "threads": threads,
         "clock": "process_time",
-        "reports": reports,
+        "table": table,
+        "project_table": printed,
+        "check_report": report_lines,
+        "check_project": check_line,
+        "timed_gamma_steps": steps,
+        "wall_seconds": {"arms": measured_s, "check": checked_s},
     }
     path = records.save_results(args.out, results, "cpu")
-    print(f"wrote {path}")
+    print(f"wrote {path} ({time.perf_counter() - start:.0f} s)")
     return 0
 
 

@@ -9,7 +9,9 @@ must refuse a report whose numbers do not follow from each other. No model and n
 
 from __future__ import annotations
 
+import ast
 import copy
+import json
 import math
 import runpy
 from pathlib import Path
@@ -433,41 +435,154 @@ def test_exercise_7_3_stub_and_prediction() -> None:
 
 # --- the capstone's worked exemplar --------------------------------------------------------------
 
+EXEMPLAR = ROOT / "data/results/capstone-exemplar-cpu-embedded.json"
 
-def test_the_exemplar_quotes_a_record_whose_reports_check() -> None:
-    """docs/capstone_exemplar.md quotes data/results/capstone-exemplar-cpu-embedded.json
-    (scripts/capstone_exemplar.py): each report's check_report line and per-prompt table
-    verbatim, the curve and the ratios its interpretation reads."""
-    record = records.load_results(ROOT / "data/results/capstone-exemplar-cpu-embedded.json")
-    doc = (ROOT / "docs" / "capstone_exemplar.md").read_text(encoding="utf-8")
-    reports = record["results"]["reports"]
-    assert set(reports) == {"0", "1"} and record["results"]["rounds"] == 3
+
+def _notebook_settings(*names: str) -> dict:
+    """Notebook 07's top-level assignments `names`, as syntax trees (cells with shell magics
+    skipped); `X = a if BIG else b` gives b, the CPU default."""
+    notebook = json.loads((ROOT / "notebooks/07_engines_and_capstone.ipynb").read_text())
+    found = {}
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        try:
+            tree = ast.parse("".join(cell["source"]))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                value = node.value
+                found[node.targets[0].id] = value.orelse if isinstance(value, ast.IfExp) else value
+    return {name: found[name] for name in names}
+
+
+def test_the_exemplar_is_the_notebooks_default_project_and_its_table_adds_up(monkeypatch) -> None:
+    """data/results/capstone-exemplar-cpu-embedded.json (scripts/capstone_exemplar.py) holds
+    notebook 07's default project at its CPU defaults, and its table passes everything
+    `check_project` checks short of the clock: `capstone.measure_arm` is replaced by a rerun that
+    returns the recorded arm, so the arithmetic, the one change and the settings are checked
+    as they are, and the recorded line's effect is the table's own."""
+    results = records.load_results(EXEMPLAR)["results"]
+    table = results["table"]
+    nb = _notebook_settings("MY_PROMPTS", "GAMMA", "N_NEW", "CAP_ROUNDS", "BEFORE", "CHANGE")
+    before_call = {kw.arg: kw.value for kw in nb["BEFORE"].keywords}
+    want = capstone.Arm(
+        ast.literal_eval(nb["MY_PROMPTS"]),
+        **{k: ast.literal_eval(v) for k, v in before_call.items() if k != "gamma"},
+        gamma=ast.literal_eval(nb["GAMMA"]),
+    )
+    assert capstone.Arm(**table["before"]["arm"]) == want
+    assert capstone.Arm(**table["after"]["arm"]) == want.changed(ast.literal_eval(nb["CHANGE"]))
+    n_new, rounds = ast.literal_eval(nb["N_NEW"]), ast.literal_eval(nb["CAP_ROUNDS"])
+    assert (results["n_new"], results["rounds"]) == (n_new, rounds)
+    assert results["clock"] == "process_time" and results["threads"] == 1
+
+    reruns = []
+
+    def recorded_rerun(arm, n, r, clock, gamma=None, progress=False):  # the clock left out
+        side = "before" if arm == capstone.Arm(**table["before"]["arm"]) else "after"
+        assert (n, r, gamma) == (n_new, rounds, table[side]["gamma"])
+        reruns.append(side)
+        return copy.deepcopy(table[side])
+
+    monkeypatch.setattr(capstone, "measure_arm", recorded_rerun)
+    line = checks.check_project(copy.deepcopy(table), clock=lambda: 0.0)
+    assert reruns == ["before", "after"]
+    assert line.split(";")[0] == results["check_project"].split(";")[0]  # the effect
+    assert "up to 0%" in line  # a rerun that is the record agrees with it
+    for side in ("before", "after"):
+        assert checks.check_report(table[side]) == results["check_report"][side]
+    assert capstone.project_table(table) == results["project_table"]
+    # Step 4's decodes: every prompt's new tokens are its accepted drafts plus one per call, and
+    # at the fixed γ = 4 of the before arm they are its probe's counts.
+    for steps in results["timed_gamma_steps"].values():
+        made = zip(steps["accepted"], steps["target_calls"], strict=True)
+        assert [a + k for a, k in made] == [n_new] * 4
+    steps = results["timed_gamma_steps"]["before"]
+    assert steps["accepted"] == table["before"]["prompt_accepted"]
+    assert steps["examined"] == table["before"]["prompt_examined"]
+
+
+def _exemplar_quotes(results: dict, doc: str) -> None:
+    """The doc quotes the record: the table, the check's line and the per-prompt tables
+    verbatim, and each number its interpretation derives from them."""
+    table, steps = results["table"], results["timed_gamma_steps"]
+    before, after = table["before"], table["after"]
+    assert results["project_table"] in doc and results["check_project"] in doc
+    for side in (before, after):
+        assert capstone.per_prompt_table(side) in doc
     flat = " ".join(doc.split())
-    for rep in reports.values():
-        assert checks.check_report(rep) in doc
-        assert capstone.per_prompt_table(rep) in doc
-        assert rep["verdict"] == "inside"
-    greedy, sampled = reports["0"], reports["1"]
-    assert (greedy["gamma"], sampled["gamma"]) == (5, 3)  # "γ = 5 greedy and γ = 3 at T = 1"
-    curve = greedy["verify_curve"]
-    assert f"k = 1..9 new tokens: {', '.join(f'{x:.2f}' for x in curve)}." in flat
-    assert curve[1] > curve[3]  # "not monotone: t(2)/t(1) above t(4)/t(1)"
-    assert f"t(2)/t(1) = {curve[1]:.2f} above t(4)/t(1) = {curve[3]:.2f}" in flat
 
-    def ratios_of(rep: dict) -> list[float]:  # measured over predicted, per prompt
-        pairs = zip(rep["measured_per_prompt"], rep["predicted_per_prompt"], strict=True)
-        return [m / p for m, p in pairs]
+    def share(rep: dict) -> str:
+        return f"{rep['measured_pooled'] / rep['predicted']:.2f}"
 
-    ratios = ratios_of(greedy)
-    assert min(ratios) < 1 < max(ratios)  # "on both sides of 1"
-    assert f"at {', '.join(f'{r:.2f}' for r in ratios[:-1])} and {ratios[-1]:.2f} of" in flat
-    ratios = ratios_of(sampled)
-    assert f"({min(ratios):.2f} to {max(ratios):.2f})" in flat
-    for rep, said in ((greedy, "1.92x greedy (0.99 of it)"), (sampled, "1.65x at T = 1 (0.95")):
-        assert said in flat and f"{rep['measured_pooled'] / rep['predicted']:.2f}" in said
-    assert sampled["alpha_se"] < sampled["alpha_se_binomial"]  # "came out below it"
-    assert greedy["alpha_se"] > 1.9 * greedy["alpha_se_binomial"]  # "twice the binomial one"
-    assert f"c = {greedy['c']:.3f}" in flat
+    mb, ma = before["measured_per_prompt"], after["measured_per_prompt"]
+    ratios = [m / p for m, p in zip(mb, before["predicted_per_prompt"], strict=True)]
+    calls = {side: sum(s["target_calls"]) for side, s in steps.items()}
+    tokens = len(before["tokens"]) * len(before["tokens"][0])  # new tokens over the prompts
+    per_call = {side: tokens / calls[side] for side in calls}
+    expected = {
+        side: theory.expected_tokens(rep["alpha"], rep["gamma"])
+        for side, rep in (("before", before), ("after", after))
+    }
+    at_four = theory.speedup(after["alpha"], 4, after["c"], after["verify_curve"][4])
+    plain = capstone.tokens_per_second(after, True) / capstone.tokens_per_second(before, True)
+    said = [
+        f"{before['measured_pooled']:.2f}x against {before['predicted']:.2f}x ({share(before)} of "
+        f"it) and {after['measured_pooled']:.2f}x against {after['predicted']:.2f}x "
+        f"({share(after)} of it)",
+        f"({min(ratios):.2f} to {max(ratios):.2f} of its prediction)",
+        f"0 and 1, {mb[1] - mb[0]:.2f}x apart",
+        f"prompt 1 ran fastest ({ma[1]:.2f}x)",
+        f"counted {', '.join(map(str, steps['before']['target_calls']))} target calls at γ = 4 and "
+        f"{', '.join(map(str, steps['after']['target_calls']))} at γ = 8",
+        f"the arms made {calls['before']} and {calls['after']} target calls, "
+        f"{per_call['before']:.2f} and {per_call['after']:.2f} tokens per call against the "
+        f"formula's {expected['before']:.2f} and {expected['after']:.2f} "
+        f"({per_call['before'] / expected['before']:.2f} and "
+        f"{per_call['after'] / expected['after']:.2f} of it)",
+        f"({sum(steps['after']['accepted'])} of {sum(steps['after']['examined'])} examined drafts, "
+        f"{sum(steps['after']['accepted']) / sum(steps['after']['examined']):.3f})",
+        f"γ = 4 predicts {at_four:.2f}x, so planning predicted {after['predicted'] / at_four:.2f}x",
+        f"plain decoding, the same work in both arms, moved {plain:.2f}x",
+        f"α̂ = {before['alpha']:.3f} over {before['examined']} examined drafts",
+        f"(binomial {before['alpha_se_binomial']:.3f}, not used)",
+        f"SE across the four prompts of {before['alpha_se']:.3f}",
+        f"gives the intervals {before['predicted_low']:.2f}–{before['predicted_high']:.2f}x at "
+        f"γ = {before['gamma']} and {after['predicted_low']:.2f}–{after['predicted_high']:.2f}x "
+        f"at γ = {after['gamma']}",
+        f"greedy, {len(before['tokens'][0])} new tokens each",
+        f"the fastest of {before['rounds']} rounds",
+        f"the top of the measured curve ({len(after['verify_curve'])} tokens)",
+        f"the same two models gave {before['c']:.3f} and {after['c']:.3f}",
+    ]
+    for words in said:
+        assert words in flat, words
+    # What the interpretation reads off these numbers.
+    assert before["verdict"] == after["verdict"] == "below"
+    own = [a / e for a, e in zip(after["prompt_accepted"], after["prompt_examined"], strict=True)]
+    assert mb[1] > mb[0] and max(ma) == ma[1] and own[0] > own[1]  # "though prompt 0's α̂ ..."
+    assert steps["after"]["target_calls"][1] < steps["after"]["target_calls"][0]
+    assert after["alpha"] == before["alpha"]  # both probes at γ = 4
+    assert after["predicted"] < before["predicted"] and after["predicted"] > at_four
+
+
+def test_the_exemplar_quotes_its_record() -> None:
+    """docs/capstone_exemplar.md quotes the record as it says; an edited number fails."""
+    results = records.load_results(EXEMPLAR)["results"]
+    doc = (ROOT / "docs" / "capstone_exemplar.md").read_text(encoding="utf-8")
+    _exemplar_quotes(results, doc)
+    table, calls = results["table"], results["timed_gamma_steps"]["after"]["target_calls"]
+    effect = capstone.tokens_per_second(table["after"]) / capstone.tokens_per_second(
+        table["before"]
+    )
+    shortfall = table["before"]["measured_pooled"] / table["before"]["predicted"]
+    for old in (f"{effect:.2f}x", f"{shortfall:.2f} of it", ", ".join(map(str, calls))):
+        assert old in doc
+        edited = doc.replace(old, old.replace(old[0], str((int(old[0]) + 1) % 10), 1))
+        with pytest.raises(AssertionError):
+            _exemplar_quotes(results, edited)
 
 
 def test_the_formula_sheet_states_what_the_package_computes() -> None:
