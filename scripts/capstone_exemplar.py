@@ -10,8 +10,8 @@ changes one setting, γ = 4 (fixed, as an engine is set) -> "planned":
    verification curve, the plan, the clock), each report checked by `checks.check_report`;
 2. the table (`capstone.project`, printed by `capstone.project_table`);
 3. `checks.check_project`, which runs both arms again and compares;
-4. each prompt decoded once more at its arm's timed γ, to count what that run examined, accepted
-   and how many target calls it made (an arm's α̂ comes from its probe at γ = 4, which drafts
+4. what each prompt's timed run examined, accepted and cost in target calls at its arm's γ
+   (`measure_arm`'s "timed_counts"; an arm's α̂ comes from its probe at γ = 4, which drafts
    other positions than a run at γ = 8 does).
 
 Writes data/results/capstone-exemplar-cpu-embedded.json (`records.save_results`: the machine, a
@@ -31,12 +31,10 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from any directory
 
-from specdec_lab import data, decoding, env, models  # noqa: E402
+from specdec_lab import data, env  # noqa: E402
 from specdec_lab.course import checks  # noqa: E402
 from specdec_lab.measure import capstone, records  # noqa: E402
 
@@ -50,27 +48,6 @@ GAMMA = 4  # the notebook's GAMMA: the before arm's fixed γ
 BEFORE = capstone.Arm(MY_PROMPTS, pair="embedded", draft="draft-large", gamma=GAMMA)
 CHANGE = {"gamma": "planned"}
 OUT = data.RESULTS_DIR / "capstone-exemplar-cpu-embedded.json"
-
-
-def timed_gamma_steps(arm: capstone.Arm, n_new: int, gamma: int) -> dict[str, list[int]]:
-    """Per prompt, what one decode at the timed `gamma` examined, accepted and its target calls
-    (prompt i seeded i, as `measure_arm` seeds its runs)."""
-    pair = models.load_pair(arm.pair, dtype=arm.dtype, target=arm.target, draft=arm.draft)
-    stats = [
-        decoding.speculative_generate(
-            *(pair.target, pair.draft, pair.encode(text), n_new, gamma),
-            temperature=arm.temperature,
-            generator=torch.Generator().manual_seed(i),
-            vocab_size=pair.vocab_size,
-            runtime=arm.runtime,
-        ).stats
-        for i, text in enumerate(arm.prompts)
-    ]
-    return {
-        "examined": [s.trials for s in stats],
-        "accepted": [sum(s.accepted) for s in stats],
-        "target_calls": [len(s.accepted) for s in stats],
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     check_line = checks.check_project(table, clock)  # runs both arms again
     checked_s = time.perf_counter() - start - measured_s
     print(check_line)
-    steps = {
-        side: timed_gamma_steps(arms[side], args.n_new, rep["gamma"])
-        for side, rep in reports.items()
-    }
+    steps = {side: rep["timed_counts"] for side, rep in reports.items()}  # at the timed γ
     print(steps)
     results = {
         "prompts": MY_PROMPTS,

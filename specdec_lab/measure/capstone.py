@@ -535,7 +535,9 @@ def measure_arm(
     cost instrument (`curve_and_c`); the plan (`best_plan`: the best γ, or the fixed one); then
     the clock at the plan's γ, each prompt the fastest of `rounds`. The report gains the arm's
     settings ("arm") and each prompt's probe tokens ("tokens"): what a rerun must reproduce
-    exactly. `gamma` times that γ instead of planning one (a rerun of a reported plan)."""
+    exactly; and what each prompt's timed run at that γ examined, accepted and cost in target
+    calls ("timed_counts": a planned arm's α̂ comes from its probe at PROBE_GAMMA). `gamma`
+    times that γ instead of planning one (a rerun of a reported plan)."""
     pair = models.load_pair(arm.pair, dtype=arm.dtype, target=arm.target, draft=arm.draft)
     ids = [pair.encode(text) for text in arm.prompts]
     fixed = arm.gamma if isinstance(arm.gamma, int) else None
@@ -553,7 +555,7 @@ def measure_arm(
     curve, c = curve_and_c(pair, clock, runtime=arm.runtime)
     alpha = decoding.GenerationStats.merge(per_prompt).acceptance_rate
     plan = best_plan(alpha, prompt_se(per_prompt), c, curve, gamma or fixed)
-    _, secs = timing.timed_runs(
+    runs, secs = timing.timed_runs(
         *(pair, {"draft": pair.draft}, {"arm": ids}, {"arm": [None, "draft"]}),
         n_new=n_new,
         gamma=plan["gamma"],
@@ -569,7 +571,14 @@ def measure_arm(
         *(pair.name, per_prompt, c, curve, plan, secs["arm", None], secs["arm", "draft"]),
         *(rounds, device, arm.temperature),
     )
-    return {**rep, "arm": dataclasses.asdict(arm), "tokens": [r.tokens.tolist() for r in probes]}
+    timed = [run.stats for run in runs["arm", "draft"]]  # the first round's, one per prompt
+    counts = {
+        "examined": [s.trials for s in timed],
+        "accepted": [sum(s.accepted) for s in timed],
+        "target_calls": [s.target_calls for s in timed],
+    }
+    tokens = [r.tokens.tolist() for r in probes]
+    return {**rep, "arm": dataclasses.asdict(arm), "tokens": tokens, "timed_counts": counts}
 
 
 def project(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

@@ -93,6 +93,16 @@ def test_measure_arm_plans_and_reports_what_it_ran(table) -> None:
         assert capstone.tokens_per_second(rep) == pytest.approx(
             N_NEW * len(PROMPTS) / sum(rep["spec_seconds"])
         )
+    # The timed runs' counts: at a fixed γ the probe ran the same decode, so they are its counts;
+    # every prompt's tokens are its accepted drafts plus one per target call.
+    for rep in (before, after):
+        timed = rep["timed_counts"]
+        assert (timed["examined"], timed["accepted"]) == (
+            rep["prompt_examined"],
+            rep["prompt_accepted"],
+        )
+        made = zip(timed["accepted"], timed["target_calls"], strict=True)
+        assert [a + k for a, k in made] == [N_NEW] * len(PROMPTS)
     # Greedy: the same target tokens whatever γ; the drafts examined differ with γ.
     assert before["tokens"] == after["tokens"]
     assert before["prompt_examined"] != after["prompt_examined"]
