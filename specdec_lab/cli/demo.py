@@ -204,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         drafter, gamma, planned, shape = "draft model", args.gamma or 4, None, None
         if not use_mock:
             planned = plans[temperature]
-            drafter, shape = planned.drafter or pair.drafter, planned.tree
+            drafter = planned.drafter or pair.drafter
+            shape = None if args.gamma else planned.tree  # --gamma asks for a chain of γ
             gamma = args.gamma or planned.gamma or 1  # plain decoding planned: show γ = 1
         print(f"\n--- {kind}: {drafter}, {f'tree {shape}' if shape else f'γ = {gamma}'} ---")
         if planned is not None:

@@ -8,9 +8,10 @@ bandwidth for one row (k = 1, plain decoding), but not for the few rows of a ver
 reorder a weight *once* into the blocked layout its small-batch kernel reads, at the price of a
 second copy of it in memory.
 
-So a `Linear` sends one row to `F.linear` and two rows or more to the packed copy. On that
-machine a one-token forward through the packed copy took 6-9% longer (two sweeps, a training job
-on the other core); quiet, a three-token one took 73 ms against 118 ms: r(3) = 1.30 against 2.09.
+So a `Linear` sends two rows or more to the packed copy, and one row to `F.linear` unless its
+model measured the packed copy faster for one row too (`one_row_rows`). On that machine a
+one-token forward through the packed copy once took 6-9% longer (two sweeps, a training job on the
+other core); quiet, a three-token one took 73 ms against 118 ms: r(3) = 1.30 against 2.09.
 It packs a float32 weight on the CPU, in a torch built with oneDNN, in a model of at most 2 GiB
 of weights (`model_packing`), unless `SPECDEC_LAB_PACK=0` is set (=1 lifts the size limit). The
 two paths agree to rounding, not bit for bit (tests/engine/test_lean.py, notebook 05 §4c).
@@ -19,6 +20,12 @@ That rule was calibrated on one AMD machine; on an Intel Xeon packed k >= 2 forw
 than unpacked ones (5.3 against 3.3-4.3 ms on the embedded pair; 58/57 against 47/50 ms on
 SmolLM2 at k = 2, 3). So by default a weight is packed only where `packing_wins` measures the
 packed product faster on the learner's machine: once per weight shape, per process, a few ms.
+That probe times one weight again and again, from the cache; a model's own forward streams its
+weights from memory. So one row's path is chosen on the model's own forward
+(`llama.LeanLlama.one_row_path`): MKL's one-row product, oneDNN's, or oneDNN's over the row and
+zero rows. On a 2-core AMD EPYC, SmolLM2-135M's one-token forward (float32, 540 MB) took 49 ms
+through MKL, 46 ms through the packed copies' 1-row kernel and 41 ms through their 4-row one
+(three rows of zeros), where a 3-token verify took 44 ms.
 """
 
 from __future__ import annotations
@@ -35,22 +42,34 @@ PACK_MAX_BYTES = 2 * 2**30  # the copy doubles the weights' memory: larger model
 
 
 class Linear:
-    """y = x W^T + b for x (..., d_in): through `F.linear` or through a packed copy of W."""
+    """y = x W^T + b for x (..., d_in): through `F.linear` or through a packed copy of W. Several
+    rows take the packed copy where there is one; one row takes `F.linear` unless `one_row_rows`
+    is m >= 1: then the packed copy, the row padded with zeros to m rows (on the AMD EPYC above,
+    oneDNN's 4-row kernel ran SmolLM2's whole one-token forward in 41 ms, its 1-row one in 46 ms
+    and MKL's in 49 ms; its model chooses m by timing, `LeanLlama.one_row_path`)."""
 
     def __init__(
-        self, weight: torch.Tensor, bias: torch.Tensor | None = None, packed: bool | None = None
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None = None,
+        packed: bool | None = None,
+        one_row_rows: int = 0,
     ) -> None:
         self.weight, self.bias = weight, bias  # the model's own tensors
         if packed is None:  # packed only where this machine runs it faster (`packing_wins`)
             packed = can_pack(weight) and packing_wins(tuple(weight.shape))
         self.packed = _reorder(weight.detach()) if packed else None  # (oneDNN layout) or None
+        self.one_row_rows = one_row_rows
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.packed is None or x.numel() == x.shape[-1]:  # one row: MKL streams W once
+        one_row = x.numel() == x.shape[-1]
+        if self.packed is None or (one_row and not self.one_row_rows):
             return F.linear(x, self.weight, self.bias)
         rows = x.reshape(-1, x.shape[-1])  # (k, d_in): the packed kernel takes a matrix
+        if one_row and self.one_row_rows > 1:  # the row, then zero rows, as the kernel runs best
+            rows = torch.cat([rows, rows.new_zeros(self.one_row_rows - 1, rows.shape[1])])
         y = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
-        return y.view(*x.shape[:-1], -1)
+        return (y[:1] if one_row else y).view(*x.shape[:-1], -1)
 
 
 def model_packing(weight_bytes: int) -> bool | None:

@@ -21,6 +21,7 @@ H / Hkv = query / key-value heads, hd = head size, V = vocabulary.
 from __future__ import annotations
 
 import math
+import time
 import weakref
 from dataclasses import dataclass
 
@@ -28,11 +29,13 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
-from specdec_lab.engine.linear import Linear, model_packing
+from specdec_lab.engine.linear import PROBE_MARGIN, Linear, model_packing
 
 FAMILIES = ("llama", "qwen2", "mistral")
 _ROPE_TYPES = ("default", "linear", "llama3", "yarn")  # static: a table per position suffices
 CHUNK = 256  # the cache grows by whole chunks of positions
+ONE_ROW_REPEATS = 5  # one-token forwards timed each way to choose plain decoding's path
+ONE_ROW_PATHS = (0, 1, 4, 6)  # F.linear (0), or the packed copies over the row padded to m rows
 _BUILT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its LeanLlama
 
 
@@ -165,7 +168,9 @@ class Layer:
 class LeanLlama:
     """A Llama-family forward over `model`'s parameters and a preallocated `KVCache`. `packed`
     (None: as `linear.model_packing` and `linear.can_pack` say) gives each projection and the LM
-    head a copy prepacked for oneDNN; False reads the model's own weights alone."""
+    head a copy prepacked for oneDNN; False reads the model's own weights alone. With `packed`
+    None, plain decoding's one-token forward then goes through the packed copies too where that
+    measured faster here (`one_row_path`); True leaves one row to `F.linear`."""
 
     def __init__(self, model, packed: bool | None = None) -> None:
         if (why := lean_support(model)) is not None:
@@ -201,6 +206,46 @@ class LeanLlama:
         self.heads_by_vocab: dict[int | None, Linear] = {}  # the LM head, per vocab_size asked
         self.cos = self.sin = self.embed.new_empty(0, self.head_dim)  # (positions, hd) tables
         self.stamp = _weights_stamp(model)
+        self.one_row_rows = 0  # one row through F.linear, unless measured faster packed
+        self.one_row_seconds: dict[int, float] = {}  # the measurement: {rows: seconds}
+        if packed is None and any(p.packed is not None for p in self.linears()):
+            self.one_row_rows = self.one_row_path()
+
+    def linears(self) -> list[Linear]:
+        """Every projection of every layer, and the LM heads built so far."""
+        found = [p for layer in self.layers for p in vars(layer).values() if isinstance(p, Linear)]
+        return found + list(self.heads_by_vocab.values())
+
+    @torch.inference_mode()
+    def one_row_path(self, repeats: int = ONE_ROW_REPEATS) -> int:
+        """Plain decoding's fastest path for one row here, of ONE_ROW_PATHS: 0 (`F.linear`) or m
+        (each packed copy over the row and m - 1 rows of zeros), timed on this model's own
+        one-token forward, LM head included: the fastest of `repeats` forwards each way,
+        interleaved after a warm-up round, 8 tokens cached. A packed path must take at most
+        `linear.PROBE_MARGIN` of F.linear's time. Timed on the model, which streams its weights
+        from memory, where `linear.packing_wins` times one weight from the cache. Sets every
+        packed copy's `one_row_rows`; keeps the seconds in `one_row_seconds`."""
+        self.logits(self.embed[:1])  # builds the LM head, so that its one row is timed too
+        packed = [p for p in self.linears() if p.packed is not None]
+        ids = torch.arange(9, device=self.embed.device) % self.embed.shape[0]
+        cache = self.new_cache(9)
+        self.forward(ids[:8], cache)
+        best = dict.fromkeys(ONE_ROW_PATHS, math.inf)
+        for round_ in range(1 + repeats):
+            for rows in best:
+                for p in packed:
+                    p.one_row_rows = rows
+                cache.crop(8)
+                start = time.perf_counter()
+                self.logits(self.forward(ids[8:], cache))
+                if round_:
+                    best[rows] = min(best[rows], time.perf_counter() - start)
+        fastest = min((m for m in best if m), key=best.get)
+        chosen = fastest if best[fastest] <= PROBE_MARGIN * best[0] else 0
+        for p in packed:
+            p.one_row_rows = chosen
+        self.one_row_seconds = best
+        return chosen
 
     @classmethod
     def of(cls, model) -> LeanLlama:
@@ -314,7 +359,8 @@ class LeanLlama:
     def logits(self, hidden: torch.Tensor, vocab_size: int | None = None) -> torch.Tensor:
         """The LM head on final hidden states (k, d): (k, vocab_size), padded rows never computed."""
         if vocab_size not in self.heads_by_vocab:
-            self.heads_by_vocab[vocab_size] = Linear(self.lm_head[:vocab_size], None, self.packed)
+            head = Linear(self.lm_head[:vocab_size], None, self.packed, self.one_row_rows)
+            self.heads_by_vocab[vocab_size] = head
         return self.heads_by_vocab[vocab_size](hidden)
 
     def _rope(self, positions: torch.Tensor | slice) -> tuple[torch.Tensor, torch.Tensor]:

@@ -400,7 +400,7 @@ def loop_costs(
             drafts = list(s.steps.items()) or [(None, None)]
             for k in bigger:
                 for name, step in drafts:
-                    for _ in range(k - 1):  # the drafting steps, then the verify
+                    for _ in range(k - 1 if step else 0):  # the drafting steps, then the verify
                         step[1]()
                         t = timed(step[0])
                         if counts:

@@ -532,6 +532,68 @@ def test_packing_is_chosen_by_measurement(model, monkeypatch) -> None:
 
 
 @pytest.mark.skipif(not can_pack(torch.ones(1)), reason="this torch cannot pack for oneDNN")
+@pytest.mark.parametrize("packed_wins", [True, False])
+def test_one_rows_path_is_chosen_on_the_models_own_forward(model, monkeypatch, packed_wins):
+    """With packing chosen by measurement, the model times its own one-token forward each way
+    of `llama.ONE_ROW_PATHS` and sends one row down the fastest: every packed copy and every LM
+    head built later follows that choice (forced here through the margin, since a timing is not
+    asserted), a spy on `F.linear` sees no one-row product when a packed path won, and the logits
+    stay the unpacked forward's to float32 rounding."""
+    monkeypatch.setattr(linear, "packing_wins", lambda shape: True)  # every weight has a copy
+    monkeypatch.setattr(llama, "PROBE_MARGIN", 1e9 if packed_wins else 0.0)
+    lean = llama.LeanLlama(model)
+    assert set(lean.one_row_seconds) == set(llama.ONE_ROW_PATHS)
+    assert all(0 < t < 1 for t in lean.one_row_seconds.values())  # each way timed
+    timed = lean.one_row_seconds
+    fastest_packed = min((m for m in timed if m), key=timed.get)
+    assert lean.one_row_rows == (fastest_packed if packed_wins else 0)
+    head = lean.logits(torch.zeros(1, model.config.hidden_size), vocab_size=50)  # a new head
+    assert head.shape == (1, 50)
+    assert {p.one_row_rows for p in lean.linears()} == {lean.one_row_rows}
+    rows = []
+
+    def spy(x, w, b=None):
+        rows.append(x.numel() // x.shape[-1])
+        return torch.nn.functional.linear(x, w, b)
+
+    plain = llama.LeanLlama(model, packed=False)
+    ids, out = _ids(30), {}
+    for name, forward in (("plain", plain), ("chosen", lean)):
+        cache, start, out[name] = forward.new_cache(), 0, []
+        for k in (20, 1, 3, 1):
+            if name == "chosen" and k == 1:
+                monkeypatch.setattr(linear, "F", type("F", (), {"linear": staticmethod(spy)}))
+            out[name].append(forward.logits(forward.forward(ids[start : start + k], cache)))
+            monkeypatch.setattr(linear, "F", torch.nn.functional)
+            start += k
+    assert (rows == []) is packed_wins  # packed: no one-row product left to F.linear
+    a, b = torch.cat(out["plain"]), torch.cat(out["chosen"])
+    assert (a - b).abs().max() <= 32 * torch.finfo(torch.float32).eps * max(a.abs().max(), 1.0)
+
+
+@pytest.mark.skipif(not can_pack(torch.ones(1)), reason="this torch cannot pack for oneDNN")
+@pytest.mark.parametrize("rows", [0, 1, 4, 6])
+def test_one_row_padded_with_zeros_is_the_same_product(rows) -> None:
+    """A row sent through the packed copy alone or beside zero rows comes back as one row of
+    x W^T + b, to float32 rounding, in the input's shape."""
+    gen = torch.Generator().manual_seed(0)
+    weight, bias = torch.randn(48, 32, generator=gen), torch.randn(48, generator=gen)
+    layer = Linear(weight, bias, packed=True, one_row_rows=rows)
+    for x in (torch.randn(32, generator=gen), torch.randn(1, 32, generator=gen)):
+        y = layer(x)
+        assert y.shape == (*x.shape[:-1], 48)
+        assert torch.allclose(y, x @ weight.T + bias, atol=1e-5, rtol=1e-5)
+
+
+def test_a_forward_told_how_to_pack_measures_nothing(model) -> None:
+    """`packed` True or False is taken as said: no one-token timing, one row by `F.linear`."""
+    for packed in (True, False):
+        lean = llama.LeanLlama(model, packed=packed)
+        assert lean.one_row_seconds == {} and lean.one_row_rows == 0
+        assert not any(p.one_row_rows for p in lean.linears())
+
+
+@pytest.mark.skipif(not can_pack(torch.ones(1)), reason="this torch cannot pack for oneDNN")
 def test_the_packing_probe_answers_once_per_shape() -> None:
     linear.packing_wins.cache_clear()
     first = linear.packing_wins((64, 32))

@@ -144,6 +144,21 @@ def test_loop_costs_runs_the_forwards_in_the_loops_order() -> None:
         timing.loop_costs({None: built}, [1], repeats=0)
 
 
+def test_loop_costs_of_a_target_alone_times_its_forwards() -> None:
+    """Without drafters (plain decoding's t(k)/t(1) alone) each round is the one-token forwards,
+    then each k-token verify, and no drafting step."""
+    log: list = []
+    target = _Recorder("p", log)
+    built = timing.session_setup(target, {}, prefix=4, max_k=3)
+    log.clear()
+    ticks = itertools.count()
+    out = timing.loop_costs(
+        {None: built}, [1, 2, 3], repeats=1, warmups=0, plain=2, clock=lambda: next(ticks)
+    )
+    assert log == [("p", 1), ("p", 1), ("p", 2), ("p", 3)]
+    assert set(out[None]["t"]) == {1, 2, 3} and out[None]["step"] == {}
+
+
 @pytest.mark.parametrize(
     ("speedup", "said"),
     [
