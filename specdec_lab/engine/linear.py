@@ -44,9 +44,8 @@ PACK_MAX_BYTES = 2 * 2**30  # the copy doubles the weights' memory: larger model
 class Linear:
     """y = x W^T + b for x (..., d_in): through `F.linear` or through a packed copy of W. Several
     rows take the packed copy where there is one; one row takes `F.linear` unless `one_row_rows`
-    is m >= 1: then the packed copy, the row padded with zeros to m rows (on the AMD EPYC above,
-    oneDNN's 4-row kernel ran SmolLM2's whole one-token forward in 41 ms, its 1-row one in 46 ms
-    and MKL's in 49 ms; its model chooses m by timing, `LeanLlama.one_row_path`)."""
+    is m >= 1: then the packed copy, the row padded with zeros to m rows (its model chooses m by
+    timing, `LeanLlama.one_row_path`; the module's docstring says why)."""
 
     def __init__(
         self,

@@ -221,10 +221,10 @@ class LeanLlama:
         """Plain decoding's fastest path for one row here, of ONE_ROW_PATHS: 0 (`F.linear`) or m
         (each packed copy over the row and m - 1 rows of zeros), timed on this model's own
         one-token forward, LM head included: the fastest of `repeats` forwards each way,
-        interleaved after a warm-up round, 8 tokens cached. A packed path must take at most
-        `linear.PROBE_MARGIN` of F.linear's time. Timed on the model, which streams its weights
-        from memory, where `linear.packing_wins` times one weight from the cache. Sets every
-        packed copy's `one_row_rows`; keeps the seconds in `one_row_seconds`."""
+        interleaved after a warm-up round, 8 tokens cached (the model streams its weights from
+        memory, which `linear.packing_wins`' one cached weight cannot show). A packed path must
+        take at most `linear.PROBE_MARGIN` of F.linear's time. Sets every packed copy's
+        `one_row_rows`; keeps the seconds in `one_row_seconds`."""
         self.logits(self.embed[:1])  # builds the LM head, so that its one row is timed too
         packed = [p for p in self.linears() if p.packed is not None]
         ids = torch.arange(9, device=self.embed.device) % self.embed.shape[0]
