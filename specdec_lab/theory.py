@@ -27,18 +27,27 @@ def expected_tokens(alpha: float, gamma: int) -> float:
     return (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
-def speedup(alpha: float, gamma: int, c: float, verify_cost: float = 1.0) -> float:
+def speedup(
+    alpha: float, gamma: int, c: float, verify_cost: float = 1.0, first: float | None = None
+) -> float:
     """Expected walltime improvement (1 − α^(γ+1)) / ((1 − α)(γc + 1))  (Leviathan Thm 3.8).
 
     The paper assumes the target's forward over γ+1 tokens costs the same as over one token,
     which holds while verification is memory-bound (notebook 05 measures where that stops).
-    Departure from the paper: `verify_cost` = t(γ+1 tokens) / t(1 token) replaces that "+1" by
-    a measured ratio; the default 1 is the paper's formula.
+    Departures from the paper, both measured: `verify_cost` = t(γ+1 tokens) / t(1 token)
+    replaces that "+1" (the default 1 is the paper's formula); `first`, where given, is the cost
+    of a round's first drafting step, which can differ from the others' c: it runs right after
+    the target's verify, which has just streamed the target's weights through the cache the
+    draft's weights were in (`timing.loop_costs` times it). A round then costs
+    first + (γ − 1)c + verify_cost.
     """
     _check(alpha, gamma, c)
     if not (isinstance(verify_cost, (int, float)) and 0 < verify_cost < math.inf):
         raise ValueError(f"verify_cost must be a finite number > 0, got {verify_cost!r}")
-    return expected_tokens(alpha, gamma) / (gamma * c + verify_cost)
+    if first is not None and not (isinstance(first, (int, float)) and 0 <= first < math.inf):
+        raise ValueError(f"first must be a finite number >= 0 or None, got {first!r}")
+    cold = first - c if first is not None and gamma > 0 else 0.0  # paid once per round
+    return expected_tokens(alpha, gamma) / (gamma * c + cold + verify_cost)
 
 
 def optimal_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
@@ -47,14 +56,17 @@ def optimal_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
     return max(range(1, max_gamma + 1), key=lambda g: speedup(alpha, g, c))
 
 
-def best_gamma(alpha: float, c: float, verify_cost: Sequence[float]) -> tuple[int, float]:
+def best_gamma(
+    alpha: float, c: float, verify_cost: Sequence[float], first: float | None = None
+) -> tuple[int, float]:
     """(γ, expected speedup) at the best γ when a forward over k tokens costs verify_cost[k - 1]
-    one-token forwards (a measured curve, `timing.verify_curve`; γ ≤ len(verify_cost) - 1).
+    one-token forwards (a measured curve, `timing.verify_curve`; γ ≤ len(verify_cost) - 1) and
+    a round's first drafting step costs `first` (`speedup`; None: c like the others).
     (0, 1.0) when no γ beats plain decoding: then the plan is not to speculate."""
     _check(alpha, None, c)
     best = (0, 1.0)
     for gamma in range(1, len(verify_cost)):
-        gain = speedup(alpha, gamma, c, verify_cost[gamma])
+        gain = speedup(alpha, gamma, c, verify_cost[gamma], first)
         if gain > best[1]:
             best = (gamma, gain)
     return best

@@ -6,11 +6,12 @@ do by hand:
 1. **Costs.** t(k), the target's forward over k = 1..K new tokens, and one drafting step of
    every candidate, through the sessions the decoding loop uses, timed by the course's one
    instrument in the order the loop runs them (`timing.loop_costs`, the minimum of its rounds):
-   r(k) = t(k) / t(1), c = t(step) / t(1).
+   r(k) = t(k) / t(1), c = t(step) / t(1), and c of a round's first step, right after the
+   target's verify (`first`: it can run slower, its weights pushed out of the cache).
 2. **α.** A short probe: `probe_tokens` tokens of speculative decoding with each candidate at
    the run's temperature, on the prompt at hand, or pooled over several (the bench's).
-3. **γ.** `theory.best_gamma(α, c, r)` per candidate: the expected speedup
-   E(α, γ) / (γc + r(γ + 1)), maximised over γ. The plan is the candidate with the best one, or
+3. **γ.** `theory.best_gamma(α, c, r, first)` per candidate: the expected speedup
+   E(α, γ) / (first + (γ − 1)c + r(γ + 1)), maximised over γ. The plan is the candidate with the best one, or
    plain decoding when none beats 1.
 4. **Chain or tree.** Where a candidate is a draft model (`trees`), the token tree that
    notebook 06's `tree.choose_branching` picks at its α, c and r, probed itself
@@ -43,11 +44,14 @@ Prompts = torch.Tensor | list[torch.Tensor]  # one prompt's ids, or several
 
 @dataclass(frozen=True)
 class Costs:
-    """What the machine charges: r(k) = t(k) / t(1) for k = 1..K, and c per candidate."""
+    """What the machine charges: r(k) = t(k) / t(1) for k = 1..K, and c per candidate: of any
+    drafting step (`c`) and of a round's first, right after the target's verify (`first`;
+    a candidate missing there pays c for it too)."""
 
     verify_cost: tuple[float, ...]
     c: dict[str, float]
     t1_ms: float  # the target's one-token forward
+    first: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,8 @@ class Plan:
 
     def best(self, name: str) -> tuple[int, float]:
         """(best γ, expected speedup) of candidate `name`: `theory.best_gamma` on its inputs."""
-        return theory.best_gamma(self.alpha[name], self.costs.c[name], self.costs.verify_cost)
+        c, first = self.costs.c[name], self.costs.first.get(name)
+        return theory.best_gamma(self.alpha[name], c, self.costs.verify_cost, first)
 
     def expected(self, name: str, gamma: int, alpha: float | None = None) -> float | None:
         """The expected speedup of candidate `name` at `gamma` (at its probed α, or `alpha`);
@@ -75,7 +80,9 @@ class Plan:
         if gamma >= len(r):
             return None
         alpha = self.alpha[name] if alpha is None else alpha
-        return theory.speedup(alpha, gamma, self.costs.c[name], r[gamma])
+        return theory.speedup(
+            alpha, gamma, self.costs.c[name], r[gamma], self.costs.first.get(name)
+        )
 
     def against(self, name: str, gamma: int) -> str:
         """One line for a notebook that fixes candidate `name` at `gamma` to teach: what the plan
@@ -99,10 +106,11 @@ class Plan:
         r = " ".join(f"{x:.2f}" for x in self.costs.verify_cost[1:6])
         lines = [f"  t(1) = {self.costs.t1_ms:.1f} ms; r(k) = t(k)/t(1) for k = 2..6: {r}"]
         for name, alpha in self.alpha.items():
-            c = self.costs.c[name]
+            c, first = self.costs.c[name], self.costs.first.get(name)
             gamma, gain = self.best(name)
+            cold = "" if first is None else f" (a round's first step {first:.3f})"
             lines.append(
-                f"  {name}: α ≈ {alpha:.2f} (probe), c = {c:.3f}"
+                f"  {name}: α ≈ {alpha:.2f} (probe), c = {c:.3f}{cold}"
                 f" -> best γ = {gamma}, expected {gain:.2f}x"
             )
         how = f"γ = {self.gamma}" if self.tree is None else f"as the token tree {self.tree}"
@@ -285,7 +293,10 @@ def measure_costs_together(
     for key in built:
         t1 = t[key]["t"][1]
         r = tuple(t[key]["t"][k] / t1 for k in ks)
-        out[key] = Costs(r, {name: s / t1 for name, s in t[key]["step"].items()}, 1e3 * t1)
+        c, first = (
+            {name: s / t1 for name, s in t[key].get(of, {}).items()} for of in ("step", "first")
+        )
+        out[key] = Costs(r, c, 1e3 * t1, first)
     return out
 
 
