@@ -42,12 +42,59 @@ def speedup(
     first + (γ − 1)c + verify_cost.
     """
     _check(alpha, gamma, c)
+    return round_speedup(expected_tokens(alpha, gamma), gamma, c, verify_cost, first)
+
+
+def round_speedup(
+    tokens: float, gamma: int, c: float, verify_cost: float = 1.0, first: float | None = None
+) -> float:
+    """`speedup` from the tokens a round yields on average (`expected_tokens`, or
+    `expected_tokens_at_depths`) instead of α: tokens / (first + (γ − 1)c + verify_cost)."""
+    _check(0.0, gamma, c)
     if not (isinstance(verify_cost, (int, float)) and 0 < verify_cost < math.inf):
         raise ValueError(f"verify_cost must be a finite number > 0, got {verify_cost!r}")
     if first is not None and not (isinstance(first, (int, float)) and 0 <= first < math.inf):
         raise ValueError(f"first must be a finite number >= 0 or None, got {first!r}")
     cold = first - c if first is not None and gamma > 0 else 0.0  # paid once per round
-    return expected_tokens(alpha, gamma) / (gamma * c + cold + verify_cost)
+    return tokens / (gamma * c + cold + verify_cost)
+
+
+def depth_rates(accepted: Sequence[int], gammas: Sequence[int]) -> tuple[float, ...]:
+    """h(j) for j = 1 .. max(γ): of the rounds that drafted a j-th token after keeping the j − 1
+    before it, the share that kept it too; NaN at a depth no round reached. Rounds that drafted
+    fewer tokens (the budget's last one) say nothing of the depths they did not draft.
+
+    The paper's α is one h for every depth. Measured, h can climb with depth (a draft that got
+    its first tokens right is on an easy stretch): the embedded pair at T = 1 kept α = 0.68 of
+    its drafts at γ = 3 and 0.76 at γ = 5, so α probed at one γ mispredicts the others."""
+    if len(accepted) != len(gammas):
+        raise ValueError(f"accepted and gammas must pair up, got {len(accepted)} and {len(gammas)}")
+    rounds = list(zip(accepted, gammas, strict=True))
+    if any(not 0 <= n <= g for n, g in rounds):
+        raise ValueError("each round must keep 0 <= accepted <= gamma drafts")
+    rates = []
+    for j in range(1, max(gammas, default=0) + 1):
+        reached = sum(1 for n, g in rounds if g >= j and n >= j - 1)
+        kept = sum(1 for n, g in rounds if g >= j and n >= j)
+        rates.append(kept / reached if reached else math.nan)
+    return tuple(rates)
+
+
+def expected_tokens_at_depths(rates: Sequence[float], gamma: int) -> float:
+    """E[tokens per round] at γ from per-depth acceptance `rates` (`depth_rates`):
+    1 + Σ_{j ≤ γ} h(1)···h(j). Depths past the measured ones (or unreached: NaN) take the
+    deepest measured rate. With every h = α it is `expected_tokens(α, γ)`."""
+    _check(0.0, gamma)
+    known = [h for h in rates if not math.isnan(h)]
+    if not known or any(not 0.0 <= h <= 1.0 for h in known):
+        raise ValueError(f"rates must hold at least one rate in [0, 1], got {rates!r}")
+    tokens, survive, last = 1.0, 1.0, known[0]
+    for j in range(gamma):
+        h = rates[j] if j < len(rates) and not math.isnan(rates[j]) else last
+        last = h
+        survive *= h
+        tokens += survive
+    return tokens
 
 
 def optimal_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
@@ -57,16 +104,26 @@ def optimal_gamma(alpha: float, c: float, max_gamma: int = 64) -> int:
 
 
 def best_gamma(
-    alpha: float, c: float, verify_cost: Sequence[float], first: float | None = None
+    alpha: float,
+    c: float,
+    verify_cost: Sequence[float],
+    first: float | None = None,
+    rates: Sequence[float] | None = None,
 ) -> tuple[int, float]:
     """(γ, expected speedup) at the best γ when a forward over k tokens costs verify_cost[k - 1]
     one-token forwards (a measured curve, `timing.verify_curve`; γ ≤ len(verify_cost) - 1) and
-    a round's first drafting step costs `first` (`speedup`; None: c like the others).
+    a round's first drafting step costs `first` (`speedup`; None: c like the others). Given
+    per-depth acceptance `rates` (`depth_rates`), a round's tokens come from them, not from α.
     (0, 1.0) when no γ beats plain decoding: then the plan is not to speculate."""
     _check(alpha, None, c)
     best = (0, 1.0)
     for gamma in range(1, len(verify_cost)):
-        gain = speedup(alpha, gamma, c, verify_cost[gamma], first)
+        tokens = (
+            expected_tokens(alpha, gamma)
+            if rates is None
+            else expected_tokens_at_depths(rates, gamma)
+        )
+        gain = round_speedup(tokens, gamma, c, verify_cost[gamma], first)
         if gain > best[1]:
             best = (gamma, gain)
     return best

@@ -9,9 +9,11 @@ do by hand:
    r(k) = t(k) / t(1), c = t(step) / t(1), and c of a round's first step, right after the
    target's verify (`first`: it can run slower, its weights pushed out of the cache).
 2. **α.** A short probe: `probe_tokens` tokens of speculative decoding with each candidate at
-   the run's temperature, on the prompt at hand, or pooled over several (the bench's).
-3. **γ.** `theory.best_gamma(α, c, r, first)` per candidate: the expected speedup
-   E(α, γ) / (first + (γ − 1)c + r(γ + 1)), maximised over γ. The plan is the candidate with the best one, or
+   the run's temperature, on the prompt at hand, or pooled over several (the bench's). It
+   keeps α and the acceptance rate at each draft depth (`theory.depth_rates`), which can climb
+   with depth, so that α probed at one γ does not mispredict another.
+3. **γ.** `theory.best_gamma(α, c, r, first, rates)` per candidate: the expected speedup
+   E(γ) / (first + (γ − 1)c + r(γ + 1)), E from the depth rates, maximised over γ. The plan is the candidate with the best one, or
    plain decoding when none beats 1.
 4. **Chain or tree.** Where a candidate is a draft model (`trees`), the token tree that
    notebook 06's `tree.choose_branching` picks at its α, c and r, probed itself
@@ -67,21 +69,27 @@ class Plan:
     # {name: (shape, expected speedup)} of the token trees considered; `tree` is the chosen one
     trees: dict[str, tuple[tuple[int, ...], float]] = field(default_factory=dict)
     tree: tuple[int, ...] | None = None
+    # {name: acceptance rate at draft depth 1, 2, ...}: the probe's (`theory.depth_rates`)
+    rates: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
     def best(self, name: str) -> tuple[int, float]:
         """(best γ, expected speedup) of candidate `name`: `theory.best_gamma` on its inputs."""
         c, first = self.costs.c[name], self.costs.first.get(name)
-        return theory.best_gamma(self.alpha[name], c, self.costs.verify_cost, first)
+        rates = self.rates.get(name)
+        return theory.best_gamma(self.alpha[name], c, self.costs.verify_cost, first, rates)
 
     def expected(self, name: str, gamma: int, alpha: float | None = None) -> float | None:
-        """The expected speedup of candidate `name` at `gamma` (at its probed α, or `alpha`);
-        None beyond the measured r(k)."""
+        """The expected speedup of candidate `name` at `gamma` (from its probed depth rates, or
+        at `alpha`); None beyond the measured r(k)."""
         r = self.costs.verify_cost
         if gamma >= len(r):
             return None
-        alpha = self.alpha[name] if alpha is None else alpha
-        return theory.speedup(
-            alpha, gamma, self.costs.c[name], r[gamma], self.costs.first.get(name)
+        if alpha is None and name in self.rates:
+            tokens = theory.expected_tokens_at_depths(self.rates[name], gamma)
+        else:
+            tokens = theory.expected_tokens(self.alpha[name] if alpha is None else alpha, gamma)
+        return theory.round_speedup(
+            tokens, gamma, self.costs.c[name], r[gamma], self.costs.first.get(name)
         )
 
     def against(self, name: str, gamma: int) -> str:
@@ -109,8 +117,12 @@ class Plan:
             c, first = self.costs.c[name], self.costs.first.get(name)
             gamma, gain = self.best(name)
             cold = "" if first is None else f" (a round's first step {first:.3f})"
+            rates = self.rates.get(name, ())
+            depths = (
+                " [by depth " + " ".join(f"{h:.2f}" for h in rates) + "]" if len(rates) > 1 else ""
+            )
             lines.append(
-                f"  {name}: α ≈ {alpha:.2f} (probe), c = {c:.3f}{cold}"
+                f"  {name}: α ≈ {alpha:.2f} (probe){depths}, c = {c:.3f}{cold}"
                 f" -> best γ = {gamma}, expected {gain:.2f}x"
             )
         how = f"γ = {self.gamma}" if self.tree is None else f"as the token tree {self.tree}"
@@ -156,11 +168,17 @@ def make_plan(
         costs = measure_costs(
             target_model, candidates, _prompts(ids)[0], max_tokens, repeats, vocab_size
         )
-    alpha = {
-        name: probe_alpha(make, ids, temperature, probe_tokens, probe_gamma, vocab_size, seed)
+    probed = {
+        name: probe(make, ids, temperature, probe_tokens, probe_gamma, vocab_size, seed)
         for name, make in candidates.items()
     }
-    plan = Plan(None, 0, 1.0, alpha, costs, 0.0)
+    alpha = {name: stats.acceptance_rate for name, stats in probed.items()}
+    rates = {
+        name: theory.depth_rates(stats.accepted, stats.gammas)
+        for name, stats in probed.items()
+        if stats.accepted
+    }
+    plan = Plan(None, 0, 1.0, alpha, costs, 0.0, rates=rates)
     best = {name: plan.best(name) for name in candidates}
     choice = max(best, key=lambda name: best[name][1])
     gamma, predicted = best[choice] if best[choice][1] > 1.0 else (0, 1.0)
@@ -342,13 +360,26 @@ def probe_alpha(
 ) -> float:
     """The acceptance rate of `tokens` tokens of speculative decoding after `ids`, pooled over
     the prompts where `ids` is a list (prompt i sampled from a generator seeded seed + i)."""
+    return probe(make, ids, temperature, tokens, gamma, vocab_size, seed).acceptance_rate
+
+
+def probe(
+    make: Candidate,
+    ids: Prompts,
+    temperature: float,
+    tokens: int,
+    gamma: int,
+    vocab_size: int | None = None,
+    seed: int = 0,
+) -> decoding.GenerationStats:
+    """The pooled counters of `probe_alpha`'s runs: each round's drafts and how many it kept."""
     runs = []
     for i, prompt in enumerate(_prompts(ids)):
         target, drafter = make()
         gen = torch.Generator().manual_seed(seed + i)
         kw = dict(temperature=temperature, generator=gen, vocab_size=vocab_size)
         runs.append(decoding.speculative_generate(target, drafter, prompt, tokens, gamma, **kw))
-    return decoding.GenerationStats.merge([run.stats for run in runs]).acceptance_rate
+    return decoding.GenerationStats.merge([run.stats for run in runs])
 
 
 def _prompts(ids: Prompts) -> list[torch.Tensor]:

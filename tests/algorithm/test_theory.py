@@ -1,5 +1,7 @@
 """The closed-form theory, checked against brute force and known limits."""
 
+import math
+
 import pytest
 
 from specdec_lab import theory
@@ -31,6 +33,66 @@ def test_best_gamma_reads_the_measured_verify_curve() -> None:
     # α below what one extra token costs: plain decoding is the plan
     assert theory.best_gamma(0.3, 0.05, [1.0, 1.4, 1.6, 1.8]) == (0, 1.0)
     assert theory.best_gamma(0.9, 0.0, [1.0]) == (0, 1.0)  # nothing measured beyond one token
+
+
+def test_a_rounds_cold_first_draft_is_charged_once_per_round() -> None:
+    """`first`: a round's first drafting step costs more than the others (the verify pushed the
+    draft's weights out of the cache). It is paid once per round, whatever γ is."""
+    alpha, c, r = 0.7, 0.07, 1.15
+    assert theory.speedup(alpha, 4, c, r, first=c) == theory.speedup(alpha, 4, c, r)
+    for gamma in (1, 4, 8):  # first + (γ - 1) c + r, against γc + r without it
+        want = theory.expected_tokens(alpha, gamma) / (0.15 + (gamma - 1) * c + r)
+        assert theory.speedup(alpha, gamma, c, r, first=0.15) == pytest.approx(want)
+    assert theory.speedup(alpha, 0, c, r, first=5.0) == 1 / r  # no draft, no first step
+    curve = [1.0, 1.1, 1.12, 1.14, 1.16, 1.18, 1.2, 1.22, 1.24]
+    warm, cold = theory.best_gamma(alpha, c, curve), theory.best_gamma(alpha, c, curve, 0.3)
+    assert cold[1] < warm[1] and cold[0] >= warm[0]  # a fixed cost per round favours longer drafts
+    for bad in (-0.1, float("inf"), float("nan"), "0.1"):
+        with pytest.raises(ValueError, match="first"):
+            theory.speedup(alpha, 4, c, r, first=bad)
+
+
+def test_depth_rates_count_each_depth_among_the_rounds_that_reached_it() -> None:
+    """h(j): of the rounds that drafted a j-th token after keeping the j - 1 before it, the share
+    that kept it. A round the budget cut short says nothing of the depths it did not draft."""
+    accepted, gammas = [0, 1, 2, 4, 4, 1], [4, 4, 4, 4, 4, 2]
+    rates = theory.depth_rates(accepted, gammas)
+    # depth 1: six rounds drafted it, five kept it; depth 2: five reached it (the budget's γ = 2
+    # round among them), three kept it; depths 3 and 4: rounds of four drafts only
+    assert rates == (5 / 6, 3 / 5, 2 / 3, 1.0)
+    assert theory.depth_rates([0], [1]) == (0.0,)
+    assert math.isnan(theory.depth_rates([0, 0], [2, 2])[1])  # nobody kept depth 1
+    for bad in (([1], [0]), ([1, 2], [3])):
+        with pytest.raises(ValueError):
+            theory.depth_rates(*bad)
+
+
+def test_expected_tokens_at_depths_is_the_papers_at_one_rate_and_climbs_with_depth() -> None:
+    for alpha in (0.0, 0.3, 0.8, 1.0):
+        for gamma in (0, 1, 4, 9):  # past the measured depths: the deepest rate carries on
+            got = theory.expected_tokens_at_depths([alpha] * 3, gamma)
+            assert got == pytest.approx(theory.expected_tokens(alpha, gamma))
+    climbing = (0.6, 0.7, 0.8, 0.9)
+    assert theory.expected_tokens_at_depths(climbing, 4) == pytest.approx(
+        1 + 0.6 + 0.6 * 0.7 + 0.6 * 0.7 * 0.8 + 0.6 * 0.7 * 0.8 * 0.9
+    )
+    assert theory.expected_tokens_at_depths((0.5, math.nan), 2) == pytest.approx(1.75)
+    for bad in ((), (math.nan,), (1.2,)):
+        with pytest.raises(ValueError, match="rates"):
+            theory.expected_tokens_at_depths(bad, 2)
+    # best_gamma plans from the rates where given: here they reward a longer draft than α does
+    curve = [1.0] + [1.1] * 8
+    flat = theory.best_gamma(0.6, 0.1, curve)
+    deep = theory.best_gamma(0.6, 0.1, curve, rates=(0.6, 0.85, 0.9, 0.9))
+    assert deep[0] > flat[0]
+    assert deep[1] == pytest.approx(
+        theory.round_speedup(
+            theory.expected_tokens_at_depths((0.6, 0.85, 0.9, 0.9), deep[0]),
+            deep[0],
+            0.1,
+            1.1,
+        )
+    )
 
 
 def test_break_even_rule_matches_gamma_one() -> None:

@@ -350,10 +350,10 @@ def test_bench_plans_the_dtype_and_runs_the_plan(capsys, monkeypatch, tmp_path) 
     # the embedded pair, as if it were smollm2-local on a CPU that computes bfloat16 natively
     monkeypatch.setattr(models.pairs, "pair_dtype", lambda name, device="cpu": torch.bfloat16)
     probed = []  # the prompts of each α probe: the bench's own, all of them
-    real_probe = course_plan.probe_alpha
+    real_probe = course_plan.probe
     monkeypatch.setattr(
         course_plan,
-        "probe_alpha",
+        "probe",
         lambda make, ids, *a, **k: probed.append(ids) or real_probe(make, ids, *a, **k),
     )
     out_json = tmp_path / "bench.json"

@@ -200,3 +200,18 @@ def test_a_fixed_setting_is_said_against_the_plan() -> None:
     assert plain.against("d", 1).startswith("the plan would pick plain decoding, expected 1.00x")
     tree_plan = replace(planned, tree=(2, 1))
     assert "as the token tree (2, 1)" in tree_plan.against("d", 1)
+
+
+def test_the_plan_charges_a_rounds_first_drafting_step_once() -> None:
+    """`Costs.first`: a round's first drafting step, right after the verify, costs more than the
+    others (measured 0.15 against 0.07 on the embedded pair): best γ and every expected speedup
+    pay it once per round, and the plan's description says it."""
+    r = (1.0, 1.1, 1.12, 1.14, 1.16, 1.18, 1.2)
+    warm = plan.Costs(verify_cost=r, c={"d": 0.07}, t1_ms=6.6)
+    cold = replace(warm, first={"d": 0.15})
+    warm_plan, cold_plan = (plan.Plan("d", 4, 2.0, {"d": 0.7}, c, 0.0) for c in (warm, cold))
+    assert cold_plan.best("d") == theory.best_gamma(0.7, 0.07, r, 0.15)
+    assert cold_plan.expected("d", 4) == theory.speedup(0.7, 4, 0.07, r[4], 0.15)
+    assert cold_plan.expected("d", 4) < warm_plan.expected("d", 4)
+    assert "a round's first step 0.150" in cold_plan.describe()
+    assert "first step" not in warm_plan.describe()

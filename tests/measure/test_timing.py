@@ -144,6 +144,26 @@ def test_loop_costs_runs_the_forwards_in_the_loops_order() -> None:
         timing.loop_costs({None: built}, [1], repeats=0)
 
 
+def test_loop_costs_keeps_a_rounds_first_drafting_step_apart() -> None:
+    """A draft step right after a target forward runs cold (here 3 ticks, then 1): "first" is
+    the fastest first step of a round, "step" the fastest of any."""
+    log: list = []
+    elapsed = [0]
+
+    class Costed(_Recorder):  # each forward advances the clock by what it costs
+        def logits(self, ids, last=None):
+            cold = bool(log) and log[-1][0] == "p"
+            out = super().logits(ids, last)
+            elapsed[0] += 10 if self.name == "p" else (3 if cold else 1)
+            return out
+
+    target, draft = Costed("p", log), Costed("q", log)
+    built = timing.session_setup(target, {"q": draft}, prefix=4, max_k=4)
+    out = timing.loop_costs({None: built}, [1, 2, 4], repeats=2, clock=lambda: elapsed[0])
+    assert out[None]["first"] == {"q": 3} and out[None]["step"] == {"q": 1}
+    assert out[None]["t"] == {1: 10, 2: 10, 4: 10}
+
+
 def test_loop_costs_of_a_target_alone_times_its_forwards() -> None:
     """Without drafters (plain decoding's t(k)/t(1) alone) each round is the one-token forwards,
     then each k-token verify, and no drafting step."""
