@@ -163,6 +163,11 @@ def make_plan(
             "candidates must be a non-empty dict {name: make() -> (target, drafter)}, got "
             f"{candidates!r:.40}: take a pair's with plan.pair_candidates(pair)"
         )
+    if not inputs.is_count(probe_tokens, least=2):
+        raise ValueError(
+            f"probe_tokens must be an integer >= 2 (a probe of one token drafts nothing, so it "
+            f"measures no α), got {probe_tokens!r}"
+        )
     start = time.perf_counter()
     if costs is None:  # on the first prompt
         costs = measure_costs(
@@ -174,10 +179,9 @@ def make_plan(
     }
     alpha = {name: stats.acceptance_rate for name, stats in probed.items()}
     rates = {
-        name: theory.depth_rates(stats.accepted, stats.gammas)
-        for name, stats in probed.items()
-        if stats.accepted
+        name: theory.depth_rates(stats.accepted, stats.gammas) for name, stats in probed.items()
     }
+    rates = {name: h for name, h in rates.items() if h}  # a probe that drafted nothing: α alone
     plan = Plan(None, 0, 1.0, alpha, costs, 0.0, rates=rates)
     best = {name: plan.best(name) for name in candidates}
     choice = max(best, key=lambda name: best[name][1])

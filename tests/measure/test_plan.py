@@ -4,6 +4,7 @@ so the tests check how the plan follows from what it measured, not the numbers).
 import time
 from dataclasses import replace
 
+import pytest
 import torch
 
 from specdec_lab import decoding, drafters, theory, tree
@@ -36,7 +37,14 @@ def test_the_plan_follows_from_what_it_measured(micro) -> None:
     assert (
         p.costs.c["slow"] > p.costs.c["itself"]
     )  # the same work, and a sleep no clock can shorten
-    best = {n: theory.best_gamma(p.alpha[n], p.costs.c[n], p.costs.verify_cost) for n in p.alpha}
+    assert p.rates["itself"] == (1.0,) * 4  # every depth of the probe's γ = 4 kept
+    assert set(p.costs.first) == set(p.costs.c) and p.costs.first["slow"] > 2
+    best = {
+        n: theory.best_gamma(
+            p.alpha[n], p.costs.c[n], p.costs.verify_cost, p.costs.first[n], p.rates[n]
+        )
+        for n in p.alpha
+    }
     # E(α, γ) <= γ + 1 < γc for any c > 2: a 30 ms wait on a target of ~1 ms never pays
     assert p.costs.c["slow"] > 2 and best["slow"] == (0, 1.0)
     if p.drafter is None:
@@ -215,3 +223,10 @@ def test_the_plan_charges_a_rounds_first_drafting_step_once() -> None:
     assert cold_plan.expected("d", 4) < warm_plan.expected("d", 4)
     assert "a round's first step 0.150" in cold_plan.describe()
     assert "first step" not in warm_plan.describe()
+
+
+def test_a_probe_too_short_to_draft_is_refused(micro) -> None:
+    """A one-token probe drafts nothing (the budget leaves no room): no α, no depth rates."""
+    for bad in (1, 0, 2.5):
+        with pytest.raises(ValueError, match="probe_tokens must be an integer >= 2"):
+            plan.make_plan(micro, _candidates(micro), IDS, 0.0, max_tokens=3, probe_tokens=bad)
