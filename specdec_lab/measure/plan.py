@@ -13,8 +13,8 @@ do by hand:
    keeps α and the acceptance rate at each draft depth (`theory.depth_rates`), which can climb
    with depth, so that α probed at one γ does not mispredict another.
 3. **γ.** `theory.best_gamma(α, c, r, first, rates)` per candidate: the expected speedup
-   E(γ) / (first + (γ − 1)c + r(γ + 1)), E from the depth rates, maximised over γ. The plan is the candidate with the best one, or
-   plain decoding when none beats 1.
+   E(γ) / (first + (γ − 1)c + r(γ + 1)), E from the depth rates, maximised over γ. The plan
+   is the candidate with the best one, or plain decoding when none beats 1.
 4. **Chain or tree.** Where a candidate is a draft model (`trees`), the token tree that
    notebook 06's `tree.choose_branching` picks at its α, c and r, probed itself
    (`probe_tree`): chosen when its expected speedup beats every chain's.
@@ -353,20 +353,6 @@ def _cost_setup(target_model, candidates, ids, max_tokens, vocab_size) -> timing
     return timing.Setup(session, prefix, longer, steps)
 
 
-def probe_alpha(
-    make: Candidate,
-    ids: Prompts,
-    temperature: float,
-    tokens: int,
-    gamma: int,
-    vocab_size: int | None = None,
-    seed: int = 0,
-) -> float:
-    """The acceptance rate of `tokens` tokens of speculative decoding after `ids`, pooled over
-    the prompts where `ids` is a list (prompt i sampled from a generator seeded seed + i)."""
-    return probe(make, ids, temperature, tokens, gamma, vocab_size, seed).acceptance_rate
-
-
 def probe(
     make: Candidate,
     ids: Prompts,
@@ -376,7 +362,9 @@ def probe(
     vocab_size: int | None = None,
     seed: int = 0,
 ) -> decoding.GenerationStats:
-    """The pooled counters of `probe_alpha`'s runs: each round's drafts and how many it kept."""
+    """The pooled counters of `tokens` tokens of speculative decoding after `ids`, over the
+    prompts where `ids` is a list (prompt i sampled from a generator seeded seed + i): each
+    round's drafts and how many it kept; `.acceptance_rate` is the probed α."""
     runs = []
     for i, prompt in enumerate(_prompts(ids)):
         target, drafter = make()

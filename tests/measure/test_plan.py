@@ -58,8 +58,8 @@ def test_a_probe_reads_the_acceptance_of_its_own_run(micro) -> None:
     def make():
         return micro, drafters.ModelDrafter(sessions.open_session(micro))
 
-    assert plan.probe_alpha(make, IDS, 0.0, 12, 3) == 1.0
-    sampled = plan.probe_alpha(make, IDS, 1.0, 24, 3, seed=1)
+    assert plan.probe(make, IDS, 0.0, 12, 3).acceptance_rate == 1.0
+    sampled = plan.probe(make, IDS, 1.0, 24, 3, seed=1).acceptance_rate
     assert sampled == 1.0  # p = q exactly: min(1, p/q) accepts every draft at any temperature
 
 
@@ -78,14 +78,14 @@ def test_a_probe_over_several_prompts_pools_their_trials(micro) -> None:
         for i, ids in enumerate(prompts)
     ]
     accepted, trials = sum(sum(r.accepted) for r in runs), sum(r.trials for r in runs)
-    pooled = plan.probe_alpha(make, prompts, 0.0, 20, 3)
+    pooled = plan.probe(make, prompts, 0.0, 20, 3).acceptance_rate
     assert pooled == accepted / trials
     each = [r.acceptance_rate for r in runs]
     assert each[0] != each[1] and pooled != sum(each) / 2  # the prompts differ, and weigh by trials
     assert (
-        plan.probe_alpha(make, prompts[:1], 0.0, 20, 3)
+        plan.probe(make, prompts[:1], 0.0, 20, 3).acceptance_rate
         == each[0]
-        == plan.probe_alpha(make, IDS, 0.0, 20, 3)
+        == plan.probe(make, IDS, 0.0, 20, 3).acceptance_rate
     )
 
 
