@@ -6,8 +6,8 @@ embedded target with the `draft-large` draft on the four `MY_PROMPTS`, greedy, 4
 prompt, 2 timed rounds per prompt, one torch thread, CPU time (`time.process_time`). The project
 changes one setting, γ = 4 (fixed, as an engine is set) -> "planned":
 
-1. each arm measured by `capstone.measure_arm` (α̂ from one probe run per prompt, c and the
-   verification curve, the plan, the clock), each report checked by `checks.check_report`;
+1. each arm measured by `capstone.measure_arm` (α̂ from one probe run per prompt, c, a round's
+   first drafting step and the verification curve, the plan, the clock), each report checked by `checks.check_report`;
 2. the table (`capstone.project`, printed by `capstone.project_table`);
 3. `checks.check_project`, which runs both arms again and compares;
 4. what each prompt's timed run examined, accepted and cost in target calls at its arm's γ
@@ -20,8 +20,8 @@ checks the record's table arithmetic and that docs/capstone_exemplar.md quotes i
 
     python scripts/capstone_exemplar.py    # 35-50 s (wall) on one core of a 2-core EPYC
 
-The recorded run took 36 s wall (33 s CPU), about half of it `check_project`'s reruns; an earlier
-run on the same shared machine took 46 s.
+The recorded run took 31 s wall, about half of it `check_project`'s reruns; earlier runs on the
+same machine took 36-46 s.
 """
 
 from __future__ import annotations

@@ -225,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         if shape is not None:
             expected = planned.predicted  # the tree's, from its own probe
         at_run_alpha = None  # the same formula with the α this run measured: the probe's error
-        if planned is not None and expected is not None and shape is None:
+        drafted = out.stats.trials > 0  # a one-token run drafts nothing: it has no α
+        if planned is not None and expected is not None and shape is None and drafted:
             at_run_alpha = planned.expected(drafter, gamma, alpha=out.stats.acceptance_rate)
         _summary(out, ar, temperature, use_mock, expected, getattr(target, "dtype", None))
         if at_run_alpha is not None:
@@ -244,7 +245,7 @@ def _summary(spec, ar, temperature: float, use_mock: bool, expected, dtype) -> N
         "speculative tokens/s": round(s.tokens_per_second, 1),
         "autoregressive tokens/s": round(a.tokens_per_second, 1),
         "speedup": round(s.tokens_per_second / a.tokens_per_second, 2),
-        "acceptance rate alpha": round(s.acceptance_rate, 3),
+        "acceptance rate alpha": round(s.acceptance_rate, 3) if s.trials else "none drafted",
         "mean accepted drafts per step": round(s.mean_accepted, 2),
         "tokens per target call": round(s.tokens_per_target_call, 2),
         "target calls (spec vs AR)": f"{s.target_calls} vs {a.target_calls}",

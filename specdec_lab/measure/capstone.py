@@ -6,8 +6,9 @@ learner reads them with numbers they produced themselves (docs/formulas.md, "Eng
 counters"). Neither engine's "acceptance rate" is the course's α̂: both divide by every drafted
 token, including those after the first rejection, which nobody examined.
 
-The capstone: α̂ on the learner's prompts with its SE across prompts (`prompt_se`), c and the
-verification curve on their device, the best γ and its predicted speedup with an interval
+The capstone: α̂ on the learner's prompts with its SE across prompts (`prompt_se`), the draft's
+costs (c, and c of a round's first step) and the verification curve on their device
+(`arm_costs`), the best γ and its predicted speedup with an interval
 (`best_plan`), then the clock (`report`). The project around it (`Arm`, `measure_arm`,
 `project`): one pair, one change, measured before and after. The checks of Exercises 7.1 and
 7.2, and of a project's table, are in `specdec_lab.course.checks.nb07_engines_and_capstone`.
@@ -18,6 +19,7 @@ p is the target and q a draft (Leviathan et al. 2023, arXiv:2211.17192).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import subprocess
@@ -31,10 +33,12 @@ import torch
 
 from specdec_lab import decoding, env, inputs, models, theory
 from specdec_lab.engine import sessions
+from specdec_lab.measure import plan as planner
 from specdec_lab.measure import timing
 
 Z_RANGE = 2.0  # the predicted range: α̂ ± 2 standard errors
 PLAN_KEYS = ("gamma", "predicted", "predicted_low", "predicted_high")
+DRAFTER = "draft model"  # the capstone's drafter: the pair's draft model (`Pair.speculative`)
 
 
 # --- engine counters ----------------------------------------------------------------------------
@@ -318,43 +322,59 @@ def drafting_counters(stats: decoding.GenerationStats, gamma: int) -> dict[str, 
 # --- the capstone: the plan and the report -----------------------------------------------------
 
 
-def curve_and_c(
+def arm_costs(
     pair,
+    ids: torch.Tensor,
     clock: Callable[[], float] = time.perf_counter,
     repeats: int = 11,
     max_tokens: int = 9,
     runtime: str = sessions.DEFAULT_RUNTIME,
-) -> tuple[list[float], float]:
-    """The verification curve t(k) / t(1) for k = 1..max_tokens and c, the draft's one-token
-    forward over the target's, from the course's one instrument (`timing.loop_costs`: timed in
-    the order the decoding loops run them), both models run by `runtime`."""
-    target = sessions.open_session(pair.target, pair.vocab_size, runtime)
-    draft = sessions.open_session(pair.draft, pair.vocab_size, runtime)
-    setup = timing.session_setup(target, {"draft": draft}, max_k=max_tokens)
-    t = timing.loop_costs({None: setup}, range(1, max_tokens + 1), repeats, clock)[None]
-    t1 = t["t"][1]
-    return [t["t"][k] / t1 for k in range(1, max_tokens + 1)], t["step"]["draft"] / t1
+) -> tuple[list[float], float, float]:
+    """(curve, c, first) of the pair's draft model after the prompt `ids`, from the course's one
+    cost instrument, as the plan measures them (`plan.measure_costs`: `timing.loop_costs`, in
+    the order the decoding loop runs its forwards): the verification curve t(k) / t(1) for
+    k = 1..max_tokens, c = one drafting step over t(1), and `first`, a round's first drafting
+    step over t(1) (right after the target's verify, which can push the draft out of the cache).
+    A drafting step is the drafter's own `propose`, as the loop calls it, both models run by
+    `runtime`."""
+    candidate = {DRAFTER: functools.partial(pair.speculative, DRAFTER, runtime)}
+    costs = planner.measure_costs(
+        *(pair.target, candidate, ids, max_tokens, repeats, pair.vocab_size),
+        clock=clock,
+        runtime=runtime,
+    )
+    return list(costs.verify_cost), costs.c[DRAFTER], costs.first[DRAFTER]
 
 
 def best_plan(
-    alpha: float, alpha_se: float, c: float, curve: Sequence[float], gamma: int | None = None
+    alpha: float,
+    alpha_se: float,
+    c: float,
+    curve: Sequence[float],
+    first: float | None = None,
+    gamma: int | None = None,
 ) -> dict[str, Any]:
     """The plan Exercise 7.2 asks for: the γ in 1..len(curve) − 1 with the highest
-    speedup(α̂, γ, c, r(γ)), where r(γ) = curve[γ] = t(γ + 1 tokens) / t(1 token) (curve[0] = 1),
+    speedup(α̂, γ, c, r(γ), first), where r(γ) = curve[γ] = t(γ + 1 tokens) / t(1 token)
+    (curve[0] = 1) and a round costs first + (γ − 1)c + r(γ) (`first` None: c, the paper's γc),
     its predicted speedup, and the speedups at α̂ ± 2 standard errors (clipped to [0, 1]).
     A given `gamma` (an engine's fixed setting) is predicted as it is instead of chosen."""
     if len(curve) < 2:
         raise ValueError("curve needs t(k)/t(1) for k = 1 and at least k = 2")
+
+    def predicted(a: float, g: int) -> float:
+        return theory.speedup(a, g, c, curve[g], first)
+
     if gamma is None:
-        gamma = max(range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c, curve[g]))
+        gamma = max(range(1, len(curve)), key=lambda g: predicted(alpha, g))
     elif not 1 <= gamma < len(curve):
         raise ValueError(f"gamma must lie in 1..{len(curve) - 1}, the curve's range; got {gamma}")
     lo, hi = max(alpha - Z_RANGE * alpha_se, 0.0), min(alpha + Z_RANGE * alpha_se, 1.0)
     return {
         "gamma": gamma,
-        "predicted": theory.speedup(alpha, gamma, c, curve[gamma]),
-        "predicted_low": theory.speedup(lo, gamma, c, curve[gamma]),
-        "predicted_high": theory.speedup(hi, gamma, c, curve[gamma]),
+        "predicted": predicted(alpha, gamma),
+        "predicted_low": predicted(lo, gamma),
+        "predicted_high": predicted(hi, gamma),
     }
 
 
@@ -402,9 +422,11 @@ def report(
     rounds: int,
     device: str,
     temperature: float = 0.0,
+    first: float | None = None,
 ) -> dict[str, Any]:
     """The capstone's report: α̂ pooled over `per_prompt` (one generation's statistics per prompt)
-    with its SE across prompts (and the binomial SE), c, the curve, the plan, and the clock (each
+    with its SE across prompts (and the binomial SE), c, a round's first step `first` (None: c),
+    the curve, the plan, and the clock (each
     prompt's fastest of `rounds`, plain and speculative at the plan's γ): the pooled speedup's
     `verdict`, and each prompt's measured speedup beside the one its own α̂ predicts."""
     plain, spec = np.asarray(plain_seconds, float), np.asarray(spec_seconds, float)
@@ -430,13 +452,15 @@ def report(
         "alpha_se": cluster_se(accepted, examined),
         "alpha_se_binomial": binomial_se(a, trials),
         "c": c,
+        "first": first,
         "verify_curve": [float(x) for x in curve],
         **{k: plan[k] for k in PLAN_KEYS},
         "rounds": rounds,
         "plain_seconds": plain.tolist(),
         "spec_seconds": spec.tolist(),
         "predicted_per_prompt": [
-            theory.speedup(n / e, gamma, c, r) for n, e in zip(accepted, examined, strict=True)
+            theory.speedup(n / e, gamma, c, r, first)
+            for n, e in zip(accepted, examined, strict=True)
         ],
         "measured_per_prompt": (plain / spec).tolist(),
         "measured_pooled": measured,
@@ -485,7 +509,7 @@ class Arm:
     the name of one in data/models/) replacing that side of the pair, so `Arm(prompts,
     draft="draft-large")` is the embedded target with a draft the course never handed you.
     dtype: a `models.DTYPES` name, or None for the pair's default. gamma: "planned" (the γ that
-    `best_plan` picks from the arm's own α̂, c and curve) or a fixed γ, as an engine is set.
+    `best_plan` picks from the arm's own α̂, costs and curve) or a fixed γ, as an engine is set.
     Greedy at temperature 0; sampled otherwise, prompt i from a generator seeded i."""
 
     prompts: tuple[str, ...]
@@ -542,8 +566,8 @@ def measure_arm(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Measure one arm as the capstone does, and `report` it: α̂ from one speculative run per
-    prompt (at the arm's fixed γ, else at `PROBE_GAMMA`); c and the curve from the course's one
-    cost instrument (`curve_and_c`); the plan (`best_plan`: the best γ, or the fixed one); then
+    prompt (at the arm's fixed γ, else at `PROBE_GAMMA`); c, a round's first step and the curve
+    from the course's one cost instrument (`arm_costs`, after the first prompt); the plan (`best_plan`: the best γ, or the fixed one); then
     the clock at the plan's γ, each prompt the fastest of `rounds`. The report gains the arm's
     settings ("arm") and each prompt's probe tokens ("tokens"): what a rerun must reproduce
     exactly; and what each prompt's timed run at that γ examined, accepted and cost in target
@@ -563,9 +587,9 @@ def measure_arm(
         for i, x in enumerate(ids)
     ]
     per_prompt = [run.stats for run in probes]
-    curve, c = curve_and_c(pair, clock, runtime=arm.runtime)
+    curve, c, first = arm_costs(pair, ids[0], clock, runtime=arm.runtime)
     alpha = decoding.GenerationStats.merge(per_prompt).acceptance_rate
-    plan = best_plan(alpha, prompt_se(per_prompt), c, curve, gamma or fixed)
+    plan = best_plan(alpha, prompt_se(per_prompt), c, curve, first, gamma or fixed)
     runs, secs = timing.timed_runs(
         *(pair, {"draft": pair.draft}, {"arm": ids}, {"arm": [None, "draft"]}),
         n_new=n_new,
@@ -580,7 +604,7 @@ def measure_arm(
     device = str(info.get("gpu") or f"{info['device']} ({info['cpu']})")
     rep = report(
         *(pair.name, per_prompt, c, curve, plan, secs["arm", None], secs["arm", "draft"]),
-        *(rounds, device, arm.temperature),
+        *(rounds, device, arm.temperature, first),
     )
     timed = [run.stats for run in runs["arm", "draft"]]  # the first round's, one per prompt
     counts = {
@@ -611,6 +635,10 @@ def tokens_per_second(rep: dict[str, Any], plain: bool = False) -> float:
     )
 
 
+def _first(rep: dict[str, Any]) -> str:
+    return "as c" if rep.get("first") is None else f"{rep['first']:.3f}"
+
+
 def project_table(table: dict[str, Any]) -> str:
     """A project's before/after table, one row per number, with after/before where it is one."""
     b, a = table["before"], table["after"]
@@ -629,6 +657,7 @@ def project_table(table: dict[str, Any]) -> str:
             f"{a['alpha']:.3f} ± {a['alpha_se']:.3f}",
         ),
         ("c", f"{b['c']:.3f}", f"{a['c']:.3f}"),
+        ("c of a round's first step", _first(b), _first(a)),
         ("γ", f"{b['gamma']}", f"{a['gamma']}"),
         (
             "r(γ) = t(γ + 1) / t(1)",

@@ -28,6 +28,7 @@ A candidate is `make() -> (target, drafter)`, fresh objects for `decoding.specul
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -119,7 +120,9 @@ class Plan:
             cold = "" if first is None else f" (a round's first step {first:.3f})"
             rates = self.rates.get(name, ())
             depths = (
-                " [by depth " + " ".join(f"{h:.2f}" for h in rates) + "]" if len(rates) > 1 else ""
+                " [by depth " + " ".join("—" if math.isnan(h) else f"{h:.2f}" for h in rates) + "]"
+                if len(rates) > 1
+                else ""
             )
             lines.append(
                 f"  {name}: α ≈ {alpha:.2f} (probe){depths}, c = {c:.3f}{cold}"
@@ -227,7 +230,9 @@ def plan_pairs(
     setups = {key: (p.target, pair_candidates(p, runtime)) for key, p in pairs.items()}
     vocab_size = next(iter(pairs.values())).vocab_size
     if costs is None:
-        costs = measure_costs_together(setups, _prompts(ids)[0], vocab_size=vocab_size)
+        costs = measure_costs_together(
+            setups, _prompts(ids)[0], vocab_size=vocab_size, runtime=runtime
+        )
     return {
         key: {
             t: make_plan(
@@ -269,10 +274,14 @@ def measure_costs(
     max_tokens: int = 9,
     repeats: int = 5,
     vocab_size: int | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    runtime: str = sessions.DEFAULT_RUNTIME,
 ) -> Costs:
     """r(k) and c from one set of interleaved rounds (`measure_costs_together` of one setup)."""
     setups = {None: (target_model, candidates)}
-    return measure_costs_together(setups, ids, max_tokens, repeats, vocab_size)[None]
+    return measure_costs_together(setups, ids, max_tokens, repeats, vocab_size, clock, runtime)[
+        None
+    ]
 
 
 def measure_costs_together(
@@ -281,9 +290,12 @@ def measure_costs_together(
     max_tokens: int = 9,
     repeats: int = 5,
     vocab_size: int | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    runtime: str = sessions.DEFAULT_RUNTIME,
 ) -> dict[object, Costs]:
     """The costs of several setups ({key: (target model, candidates)}, say one pair in two
-    dtypes) from the same interleaved rounds, so a change in the machine's speed reaches all."""
+    dtypes) from the same interleaved rounds, so a change in the machine's speed reaches all;
+    seconds on `clock`, the targets run by `runtime` (the candidates by their own)."""
     if not inputs.is_count(max_tokens, least=2):
         raise ValueError(
             f"max_tokens must be an integer >= 2 (t(k) is timed for k = 1 .. max_tokens, and a "
@@ -292,18 +304,18 @@ def measure_costs_together(
     if not inputs.is_count(repeats):
         raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
     built = {
-        key: _cost_setup(target_model, candidates, ids, max_tokens, vocab_size)
+        key: _cost_setup(target_model, candidates, ids, max_tokens, vocab_size, runtime)
         for key, (target_model, candidates) in setups.items()
     }
     ks = range(1, max_tokens + 1)
-    t = timing.loop_costs(built, ks, repeats)
+    t = timing.loop_costs(built, ks, repeats, clock)
     suspect = [key for key in built if any(t[key]["t"][k] < t[key]["t"][1] for k in ks)]
     if suspect:  # a k-token forward faster than a one-token one: re-time before planning on it
         print(
             "the plan: a measured r(k) < 1 (a k-token forward faster than one token) is suspect;"
             f" re-timing with {2 * repeats + 1} rounds"
         )
-        again = timing.loop_costs({key: built[key] for key in suspect}, ks, 2 * repeats + 1)
+        again = timing.loop_costs({key: built[key] for key in suspect}, ks, 2 * repeats + 1, clock)
         t |= again
         still = [key for key in suspect if any(t[key]["t"][k] < t[key]["t"][1] for k in ks)]
         if still:
@@ -328,10 +340,10 @@ def pair_candidates(pair, runtime: str = sessions.DEFAULT_RUNTIME) -> dict[str, 
     return {name: partial(pair.speculative, name, runtime) for name in pair.drafters}
 
 
-def _cost_setup(target_model, candidates, ids, max_tokens, vocab_size) -> timing.Setup:
-    """The `timing.Setup` of one target: its session with `ids` cached, and one drafting step of
-    each candidate with its rollback."""
-    session = sessions.open_session(target_model, vocab_size)
+def _cost_setup(target_model, candidates, ids, max_tokens, vocab_size, runtime) -> timing.Setup:
+    """The `timing.Setup` of one target: its session (run by `runtime`) with `ids` cached, and
+    one drafting step of each candidate with its rollback."""
+    session = sessions.open_session(target_model, vocab_size, runtime)
     ids = inputs.check_prompt(ids)
     inputs.check_token_ids(ids, session.vocab_size)
     ids = ids.to(session.device)  # where the loop keeps them

@@ -76,6 +76,17 @@ def test_demo_plans_its_drafter_and_gamma_and_gamma_overrides(capsys) -> None:
     assert "[--gamma overrides γ]" in out
 
 
+def test_a_one_token_demo_plans_on_a_longer_probe_and_names_no_alpha(capsys) -> None:
+    """A one-token run drafts nothing: its plan probes PROBE_MIN tokens (a one-token probe has no
+    α), and its summary says that nothing was drafted rather than printing α = nan."""
+    argv = ["demo", "--pair", "embedded", "--max-new-tokens", "1", "--no-color"]
+    assert main([*argv, "--temperatures", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "probing α over 16 tokens (the run's 1 are too few)" in out
+    assert re.search(r"acceptance rate alpha\s+none drafted", out)
+    assert "nan" not in out and "plan's formula at this run's α" not in out
+
+
 @pytest.mark.skipif(not (MODELS_DIR / "head" / "head.json").exists(), reason="no embedded head")
 def test_demo_plans_the_dtype_where_the_pair_defaults_to_bfloat16(capsys, monkeypatch) -> None:
     # the embedded pair, as if it were smollm2-local on a CPU that computes bfloat16 natively

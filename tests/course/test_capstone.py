@@ -14,6 +14,7 @@ import copy
 import json
 import math
 import runpy
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ import torch
 from specdec_lab import decoding, models, theory, verify
 from specdec_lab.course import checks
 from specdec_lab.course.checks import nb07_engines_and_capstone as nb07
-from specdec_lab.measure import capstone, records
+from specdec_lab.measure import capstone, plan, records
 
 WRONG = runpy.run_path(
     str(Path(__file__).parents[1] / "wrong_answers" / "07_engines_and_capstone.py")
@@ -180,18 +181,25 @@ def test_exercise_7_1_stub_and_prediction() -> None:
 
 
 CURVE = [1.0, 1.1, 1.18, 1.3, 1.35, 1.5, 1.62]
+FIRST = 0.15  # a round's first drafting step: dearer than the others' c = 0.06
 
 
 def test_exercise_7_2_passes_the_reference_plan_and_fails_on_wrong_ones() -> None:
-    plan = checks.exercise_7_2(capstone.best_plan, 0.75, 0.03, 0.06, CURVE)
+    plan = checks.exercise_7_2(capstone.best_plan, 0.75, 0.03, 0.06, CURVE, FIRST)
     g = plan["gamma"]
-    assert g == max(range(1, len(CURVE)), key=lambda k: theory.speedup(0.75, k, 0.06, CURVE[k]))
+    assert g == max(
+        range(1, len(CURVE)), key=lambda k: theory.speedup(0.75, k, 0.06, CURVE[k], FIRST)
+    )
     assert plan["predicted_low"] < plan["predicted"] < plan["predicted_high"]
+    # A round costs first + (γ − 1)c + r(γ): at γ = 1, first alone drafts.
+    assert capstone.best_plan(0.75, 0.03, 0.06, CURVE, FIRST, gamma=1)["predicted"] == (
+        pytest.approx(1.75 / (FIRST + CURVE[1]))
+    )
     for wrong in WRONG["7.2"].values():
         with pytest.raises(AssertionError, match=r"^Exercise 7\.2"):
-            checks.exercise_7_2(wrong, 0.75, 0.03, 0.06, CURVE)
+            checks.exercise_7_2(wrong, 0.75, 0.03, 0.06, CURVE, FIRST)
     with pytest.raises(AssertionError, match="keys"):
-        checks.exercise_7_2(lambda *a: {"gamma": 3}, 0.75, 0.03, 0.06, CURVE)
+        checks.exercise_7_2(lambda *a: {"gamma": 3}, 0.75, 0.03, 0.06, CURVE, FIRST)
 
 
 PROMPTS = [[4, 1, 0, 2], [4, 3, 1, 4], [0, 1, 0, 0]]  # accepted per step, γ = 4, three prompts
@@ -200,9 +208,9 @@ PROMPTS = [[4, 1, 0, 2], [4, 3, 1, 4], [0, 1, 0, 0]]  # accepted per step, γ = 
 def good_report(plain=(1.0, 1.2, 0.9), spec=(0.6, 0.9, 0.5)) -> dict:
     per_prompt = [stats_of(accepted, [4] * len(accepted)) for accepted in PROMPTS]
     a = decoding.GenerationStats.merge(per_prompt).acceptance_rate
-    plan = capstone.best_plan(a, capstone.prompt_se(per_prompt), 0.06, CURVE)
+    plan = capstone.best_plan(a, capstone.prompt_se(per_prompt), 0.06, CURVE, FIRST)
     return capstone.report(
-        "embedded", per_prompt, 0.06, CURVE, plan, list(plain), list(spec), 3, "cpu", 1.0
+        "embedded", per_prompt, 0.06, CURVE, plan, list(plain), list(spec), 3, "cpu", 1.0, FIRST
     )
 
 
@@ -218,7 +226,7 @@ def test_a_report_from_its_measurements_checks() -> None:
     assert rep["measured_per_prompt"] == pytest.approx([1.0 / 0.6, 1.2 / 0.9, 0.9 / 0.5])
     g, r = rep["gamma"], CURVE[rep["gamma"]]
     assert rep["predicted_per_prompt"] == pytest.approx(
-        [theory.speedup(a / e, g, 0.06, r) for a, e in ([7, 10], [12, 14], [1, 5])]
+        [theory.speedup(a / e, g, 0.06, r, FIRST) for a, e in ([7, 10], [12, 14], [1, 5])]
     )
     assert "measured_low" not in rep  # the min–max spread is no longer the comparison
     assert rep["verdict"] == "inside" and "inside the predicted interval" in summary
@@ -274,7 +282,7 @@ def edited(**changes) -> dict:
 def binomial_report() -> dict:
     """The plausible wrong report: the range from the binomial SE, which that SE also reports."""
     rep = good_report()
-    narrow = capstone.best_plan(rep["alpha"], rep["alpha_se_binomial"], rep["c"], CURVE)
+    narrow = capstone.best_plan(rep["alpha"], rep["alpha_se_binomial"], rep["c"], CURVE, FIRST)
     rep |= {k: narrow[k] for k in capstone.PLAN_KEYS} | {"alpha_se": rep["alpha_se_binomial"]}
     return rep
 
@@ -526,15 +534,23 @@ def _exemplar_quotes(results: dict, doc: str) -> None:
         side: theory.expected_tokens(rep["alpha"], rep["gamma"])
         for side, rep in (("before", before), ("after", after))
     }
-    at_four = theory.speedup(after["alpha"], 4, after["c"], after["verify_curve"][4])
+    at_four = theory.speedup(
+        after["alpha"], 4, after["c"], after["verify_curve"][4], after["first"]
+    )
     plain = capstone.tokens_per_second(after, True) / capstone.tokens_per_second(before, True)
+    effect = capstone.tokens_per_second(after) / capstone.tokens_per_second(before)
+    # the time per round over the predicted, with tokens per call as counted
+    slower = {
+        side: (per_call[side] / expected[side]) / (rep["measured_pooled"] / rep["predicted"])
+        for side, rep in (("before", before), ("after", after))
+    }
     said = [
         f"{before['measured_pooled']:.2f}x against {before['predicted']:.2f}x ({share(before)} of "
         f"it) and {after['measured_pooled']:.2f}x against {after['predicted']:.2f}x "
         f"({share(after)} of it)",
         f"({min(ratios):.2f} to {max(ratios):.2f} of its prediction)",
-        f"0 and 1, {mb[1] - mb[0]:.2f}x apart",
         f"prompt 1 ran fastest ({ma[1]:.2f}x)",
+        f"prompt 2 ran slowest ({ma[2]:.2f}x)",
         f"counted {', '.join(map(str, steps['before']['target_calls']))} target calls at γ = 4 and "
         f"{', '.join(map(str, steps['after']['target_calls']))} at γ = 8",
         f"the arms made {calls['before']} and {calls['after']} target calls, "
@@ -544,8 +560,12 @@ def _exemplar_quotes(results: dict, doc: str) -> None:
         f"{per_call['after'] / expected['after']:.2f} of it)",
         f"({sum(steps['after']['accepted'])} of {sum(steps['after']['examined'])} examined drafts, "
         f"{sum(steps['after']['accepted']) / sum(steps['after']['examined']):.3f})",
+        f"the rounds ran {slower['before']:.2f}x and {slower['after']:.2f}x the time predicted",
         f"γ = 4 predicts {at_four:.2f}x, so planning predicted {after['predicted'] / at_four:.2f}x",
+        f"the clock found {effect:.2f}x",
+        f"speculative tokens per second moved {effect:.2f}x",
         f"plain decoding, the same work in both arms, moved {plain:.2f}x",
+        f"({after['predicted']:.2f}x against {before['predicted']:.2f}x)",
         f"α̂ = {before['alpha']:.3f} over {before['examined']} examined drafts",
         f"(binomial {before['alpha_se_binomial']:.3f}, not used)",
         f"SE across the four prompts of {before['alpha_se']:.3f}",
@@ -556,16 +576,26 @@ def _exemplar_quotes(results: dict, doc: str) -> None:
         f"the fastest of {before['rounds']} rounds",
         f"the top of the measured curve ({len(after['verify_curve'])} tokens)",
         f"the same two models gave {before['c']:.3f} and {after['c']:.3f}",
+        f"it predicted the before arm to {share(before)}",
     ]
     for words in said:
         assert words in flat, words
     # What the interpretation reads off these numbers.
     assert before["verdict"] == after["verdict"] == "below"
     own = [a / e for a, e in zip(after["prompt_accepted"], after["prompt_examined"], strict=True)]
-    assert mb[1] > mb[0] and max(ma) == ma[1] and own[0] > own[1]  # "though prompt 0's α̂ ..."
+    assert mb == sorted(mb, reverse=True)  # before: ranked as the prompts' α̂ (1.000 ... 0.909)
+    assert max(ma) == ma[1] and own[0] > own[1] and min(ma) == ma[2]  # after: not ranked
     assert steps["after"]["target_calls"][1] < steps["after"]["target_calls"][0]
     assert after["alpha"] == before["alpha"]  # both probes at γ = 4
-    assert after["predicted"] < before["predicted"] and after["predicted"] > at_four
+    assert after["predicted"] > before["predicted"] and after["predicted"] > at_four
+    assert abs(effect - 1) <= 0.08 and "inside that noise" in results["check_project"]
+    # "more than half of the after arm's shortfall": the budget's share of it, in logs
+    budget = math.log(per_call["after"] / expected["after"]) / math.log(share_value(after))
+    assert budget > 0.5
+
+
+def share_value(rep: dict) -> float:
+    return rep["measured_pooled"] / rep["predicted"]
 
 
 def test_the_exemplar_quotes_its_record() -> None:
@@ -597,8 +627,13 @@ def test_the_formula_sheet_states_what_the_package_computes() -> None:
     assert f"gives {sampled:.2f} sampled and {top:.2f} by argmax" in sheet
 
 
-def test_curve_and_c_come_from_one_interleaved_sweep() -> None:  # timing.loop_costs
+def test_arm_costs_come_from_the_plans_instrument(monkeypatch) -> None:  # timing.loop_costs
     pair = models.load_pair("embedded")
-    curve, c = capstone.curve_and_c(pair, repeats=2, max_tokens=4)
+    seen = []
+    real = plan.measure_costs
+    monkeypatch.setattr(plan, "measure_costs", lambda *a, **k: seen.append(k) or real(*a, **k))
+    curve, c, first = capstone.arm_costs(pair, pair.encode("def f(x):\n"), repeats=2, max_tokens=4)
+    assert len(seen) == 1 and seen[0]["clock"] is time.perf_counter
     assert len(curve) == 4 and curve[0] == 1.0
     assert all(r > 0 for r in curve) and 0 < c < 1  # the embedded draft is smaller than its target
+    assert first >= c  # the fastest first step of a round is one of the steps c is the fastest of

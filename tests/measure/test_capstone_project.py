@@ -112,7 +112,9 @@ def test_measure_arm_plans_and_reports_what_it_ran(table) -> None:
 
 def test_a_planned_arm_takes_the_best_gamma_of_its_own_measurement() -> None:
     rep = capstone.measure_arm(capstone.Arm(PROMPTS), 8, 1, time.process_time)
-    want = capstone.best_plan(rep["alpha"], rep["alpha_se"], rep["c"], rep["verify_curve"])
+    want = capstone.best_plan(
+        rep["alpha"], rep["alpha_se"], rep["c"], rep["verify_curve"], rep["first"]
+    )
     assert rep["gamma"] == want["gamma"] and rep["predicted"] == pytest.approx(want["predicted"])
     wrong = dict(rep, gamma=want["gamma"] % 8 + 1)  # another γ than the plan's
     with pytest.raises(nb07.ReportError, match="best γ"):
@@ -155,14 +157,16 @@ def test_a_table_whose_numbers_were_not_measured_is_refused(table, rerun_as_tabl
     rep["alpha"] = rep["accepted"] / rep["examined"]
     rep["alpha_se"] = capstone.cluster_se(rep["prompt_accepted"], rep["prompt_examined"])
     rep["alpha_se_binomial"] = capstone.binomial_se(rep["alpha"], rep["examined"])
-    plan = capstone.best_plan(rep["alpha"], rep["alpha_se"], rep["c"], rep["verify_curve"], 4)
+    plan = capstone.best_plan(
+        rep["alpha"], rep["alpha_se"], rep["c"], rep["verify_curve"], rep["first"], 4
+    )
     rep.update(plan)
     rep["verdict"] = capstone.verdict(
         rep["measured_pooled"], plan["predicted_low"], plan["predicted_high"]
     )
     gamma, c, r = 4, rep["c"], rep["verify_curve"][4]
     rep["predicted_per_prompt"] = [
-        theory.speedup(a / e, gamma, c, r)
+        theory.speedup(a / e, gamma, c, r, rep["first"])
         for a, e in zip(rep["prompt_accepted"], rep["prompt_examined"], strict=True)
     ]
     refused(typed, "were not measured")

@@ -33,7 +33,9 @@ def test_every_cost_caller_goes_through_the_one_instrument(pair, monkeypatch) ->
     callers = {
         "forward_costs": lambda: timing.forward_costs(pair, {"d": pair.draft}, 3, repeats=1),
         "measure_c": lambda: timing.measure_c(pair, 3, repeats=1),
-        "curve_and_c": lambda: capstone.curve_and_c(pair, repeats=1, max_tokens=3),
+        "arm_costs": lambda: capstone.arm_costs(
+            pair, pair.encode("def f(x):\n"), repeats=1, max_tokens=3
+        ),
         "measure_arm": lambda: capstone.measure_arm(
             capstone.Arm(("def f(x):\n", "class A:\n")), n_new=4, rounds=1
         ),
@@ -58,6 +60,6 @@ def test_the_notebooks_time_costs_only_through_routed_functions(notebook) -> Non
     cells = json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text())["cells"]
     code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     assert re.search(
-        r"timing\.forward_costs|capstone\.(curve_and_c|measure_arm)|timing\.measure_c", code
+        r"timing\.forward_costs|capstone\.(arm_costs|measure_arm)|timing\.measure_c", code
     )
     assert not re.search(r"timing\.(session_sweep|interleaved|runtime_sweep)\(", code)

@@ -231,6 +231,7 @@ def test_speed_page_planned_bench() -> None:
         f"the draft model's chains ran {min(chains):.2f}–{max(chains):.2f}x",
         f"These are the {res['config']['n_prompts']} shipped code prompts",
     )
+    says(SPEED, f"bench-cpu-smollm2-local-code-planned.json`, {record['created'][:10]})")
     assert best["best_greedy"].startswith("planned") and best["best_T1"].startswith("planned")
 
 

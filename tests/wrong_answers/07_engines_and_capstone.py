@@ -155,67 +155,89 @@ WRONG_ANSWERS["7.3"] = {
 }
 
 
-def _speedups(alpha, se, c, r, gamma):
+def _speedups(alpha, se, c, r, gamma, first):
     lo, hi = max(alpha - 2 * se, 0.0), min(alpha + 2 * se, 1.0)
     return {
         "gamma": gamma,
-        "predicted": theory.speedup(alpha, gamma, c, r),
-        "predicted_low": theory.speedup(lo, gamma, c, r),
-        "predicted_high": theory.speedup(hi, gamma, c, r),
+        "predicted": theory.speedup(alpha, gamma, c, r, first),
+        "predicted_low": theory.speedup(lo, gamma, c, r, first),
+        "predicted_high": theory.speedup(hi, gamma, c, r, first),
     }
 
 
-def free_verification(alpha, alpha_se, c, curve):
+def _best(alpha, c, curve, first):
+    return max(range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c, curve[g], first))
+
+
+def free_verification(alpha, alpha_se, c, curve, first):
     """Ignores the measured curve: r = 1, the paper's assumption."""
-    gamma = max(range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c))
-    return _speedups(alpha, alpha_se, c, 1.0, gamma)
+    gamma = max(range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c, 1.0, first))
+    return _speedups(alpha, alpha_se, c, 1.0, gamma, first)
 
 
-def off_by_one_verify(alpha, alpha_se, c, curve):
+def off_by_one_verify(alpha, alpha_se, c, curve, first):
     """Prices a step's verification at t(γ) / t(1), curve[γ − 1]: γ tokens instead of γ + 1."""
-    gamma = max(range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c, curve[g - 1]))
-    return _speedups(alpha, alpha_se, c, curve[gamma - 1], gamma)
+    gamma = max(
+        range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c, curve[g - 1], first)
+    )
+    return _speedups(alpha, alpha_se, c, curve[gamma - 1], gamma, first)
 
 
-def most_tokens(alpha, alpha_se, c, curve):
+def warm_first_step(alpha, alpha_se, c, curve, first):
+    """Charges every drafting step c, the first of a round too (the paper's γc): the cold step
+    after the target's verify is left out."""
+    gamma = _best(alpha, c, curve, None)
+    return _speedups(alpha, alpha_se, c, curve[gamma], gamma, None)
+
+
+def every_step_cold(alpha, alpha_se, c, curve, first):
+    """Charges every drafting step the first one's cost: γ · first."""
+    gamma = _best(alpha, first, curve, None)
+    return _speedups(alpha, alpha_se, first, curve[gamma], gamma, None)
+
+
+def most_tokens(alpha, alpha_se, c, curve, first):
     """Picks the γ with the most tokens per call: every draft looks free (over-speculating)."""
     gamma = len(curve) - 1
-    return _speedups(alpha, alpha_se, c, curve[gamma], gamma)
+    return _speedups(alpha, alpha_se, c, curve[gamma], gamma, first)
 
 
-def best_of_range(alpha, alpha_se, c, curve):
+def best_of_range(alpha, alpha_se, c, curve, first):
     """Right γ, but quotes the top of the range as the prediction (a best-of)."""
-    gamma = max(range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c, curve[g]))
-    plan = _speedups(alpha, alpha_se, c, curve[gamma], gamma)
+    gamma = _best(alpha, c, curve, first)
+    plan = _speedups(alpha, alpha_se, c, curve[gamma], gamma, first)
     plan["predicted"] = plan["predicted_high"]
     return plan
 
 
-def one_standard_error(alpha, alpha_se, c, curve):
+def one_standard_error(alpha, alpha_se, c, curve, first):
     """Right γ and prediction, but a range of ± 1 standard error."""
-    gamma = max(range(1, len(curve)), key=lambda g: theory.speedup(alpha, g, c, curve[g]))
-    return _speedups(alpha, alpha_se / 2, c, curve[gamma], gamma)
+    gamma = _best(alpha, c, curve, first)
+    return _speedups(alpha, alpha_se / 2, c, curve[gamma], gamma, first)
 
 
-def re_optimises_the_ends(alpha, alpha_se, c, curve):
+def re_optimises_the_ends(alpha, alpha_se, c, curve, first):
     """Chooses a new best γ at each end of the range (the range of a different plan)."""
-    plan = best_of_range(alpha, alpha_se, c, curve)
-    plan["predicted"] = theory.speedup(alpha, plan["gamma"], c, curve[plan["gamma"]])
+    plan = best_of_range(alpha, alpha_se, c, curve, first)
+    plan["predicted"] = theory.speedup(alpha, plan["gamma"], c, curve[plan["gamma"]], first)
     lo, hi = max(alpha - 2 * alpha_se, 0.0), min(alpha + 2 * alpha_se, 1.0)
-    plan["predicted_low"] = max(theory.speedup(lo, g, c, curve[g]) for g in range(1, len(curve)))
-    plan["predicted_high"] = max(theory.speedup(hi, g, c, curve[g]) for g in range(1, len(curve)))
+    gammas = range(1, len(curve))
+    plan["predicted_low"] = max(theory.speedup(lo, g, c, curve[g], first) for g in gammas)
+    plan["predicted_high"] = max(theory.speedup(hi, g, c, curve[g], first) for g in gammas)
     return plan
 
 
-def library_plan(alpha, alpha_se, c, curve):
+def library_plan(alpha, alpha_se, c, curve, first):
     """Right, but by calling the library's plan: the exercise is to make it."""
-    return capstone.best_plan(alpha, alpha_se, c, curve)
+    return capstone.best_plan(alpha, alpha_se, c, curve, first)
 
 
 WRONG_ANSWERS["7.2"] = {
     "calls capstone.best_plan": library_plan,
     "ignores the verification curve (r = 1)": free_verification,
     "verification priced at t(γ) (off by one)": off_by_one_verify,
+    "the first step charged c (warm)": warm_first_step,
+    "every step charged the first's cost": every_step_cold,
     "most tokens per call": most_tokens,
     "the top of the range as the prediction": best_of_range,
     "± 1 SE instead of ± 2 SE": one_standard_error,

@@ -229,13 +229,15 @@ def exercise_7_3(
 # --- Exercise 7.2 and the capstone report -------------------------------------------------------
 
 
-def _worked_7_2() -> list[tuple[str, float, float, float, list[float]]]:
+def _worked_7_2() -> list[tuple[str, float, float, float, list[float], float]]:
     rising = [1.0 + 0.09 * k**1.3 for k in range(12)]  # verification dearer with every token
-    return [
-        ("a verify curve that rises with k", 0.8, 0.02, 0.05, rising),
-        ("a flat curve up to 8 tokens, then a step", 0.7, 0.03, 0.02, [1.0] * 8 + [1.6] * 8),
-        ("a dear draft", 0.9, 0.01, 0.4, [1.0, 1.02, 1.05, 1.1, 1.2, 1.3]),
-        ("a weak draft", 0.35, 0.05, 0.1, [1.0, 1.3, 1.45, 1.5, 1.55]),
+    flat = [1.0] * 8 + [1.6] * 8
+    return [  # (label, α̂, SE, c, curve, first)
+        ("a verify curve that rises with k", 0.8, 0.02, 0.05, rising, 0.05),
+        ("a flat curve up to 8 tokens, then a step", 0.7, 0.03, 0.02, flat, 0.02),
+        ("a dear draft", 0.9, 0.01, 0.4, [1.0, 1.02, 1.05, 1.1, 1.2, 1.3], 0.4),
+        ("a weak draft", 0.35, 0.05, 0.1, [1.0, 1.3, 1.45, 1.5, 1.55], 0.1),
+        ("a cold first step, a cheap rest", 0.6, 0.03, 0.05, rising, 0.5),
     ]
 
 
@@ -245,35 +247,39 @@ def exercise_7_2(
     alpha_se: float,
     c: float,
     curve: Sequence[float],
+    first: float,
 ) -> dict[str, Any]:
-    """Exercise 7.2 on worked cases (where ignoring r, an off-by-one r, maximising tokens per
-    call and a one-sided range all go wrong), then on the capstone's own measurements."""
+    """Exercise 7.2 on worked cases (where ignoring r, an off-by-one r, ignoring the cold first
+    step, maximising tokens per call and a one-sided range all go wrong), then on the capstone's
+    own measurements."""
     guard = refuse_delegation(
         "7.2", plan_capstone, {"best_plan": (capstone, "best_plan")}, "the plan"
     )
-    for label, a, se, cc, cv in [*_worked_7_2(), ("your measurements", alpha, alpha_se, c, curve)]:
+    mine = ("your measurements", alpha, alpha_se, c, curve, first)
+    for label, a, se, cc, cv, cold in [*_worked_7_2(), mine]:
         with guard:
-            got = call_answer("7.2", plan_capstone, a, se, cc, list(cv))
+            got = call_answer("7.2", plan_capstone, a, se, cc, list(cv), cold)
         assert isinstance(got, dict) and set(capstone.PLAN_KEYS) <= set(got), (
             f"Exercise 7.2: return a dict with the keys {capstone.PLAN_KEYS}, got {got!r}"
         )
-        want = capstone.best_plan(a, se, cc, cv)
+        want = capstone.best_plan(a, se, cc, cv, cold)
         if got["gamma"] != want["gamma"]:
-            shown = f"α = {a}, c = {cc}, r(γ) = {[round(x, 3) for x in cv[1:]]}"
+            shown = f"α = {a}, c = {cc}, first = {cold}, r(γ) = {[round(x, 3) for x in cv[1:]]}"
             raise AssertionError(
                 f"Exercise 7.2 ({label}): {shown}: the best γ is {want['gamma']}, got "
-                f"{got['gamma']}: maximise E[tokens] / (γc + r(γ)) with r(γ) = t(γ + 1) / t(1)"
+                f"{got['gamma']}: maximise E[tokens] / (first + (γ − 1)c + r(γ)) with "
+                f"r(γ) = t(γ + 1) / t(1)"
             )
         for key in capstone.PLAN_KEYS[1:]:
             how = "the range is the speedup at α̂ − 2 SE and α̂ + 2 SE, at the same γ"
             if key == "predicted":
-                how = "speedup(α̂, γ, c, r(γ)) with r(γ) = curve[γ]"
+                how = "speedup(α̂, γ, c, r(γ), first) with r(γ) = curve[γ]"
             assert isinstance(got[key], (int, float)) and _close(got[key], want[key]), (
                 f"Exercise 7.2 ({label}): at γ = {want['gamma']} {key} is {want[key]:.4f}, got "
                 f"{got[key]}: {how}"
             )
     with guard:
-        plan = plan_capstone(alpha, alpha_se, c, list(curve))
+        plan = plan_capstone(alpha, alpha_se, c, list(curve), first)
     print(
         f"your plan: γ = {plan['gamma']}, predicted {plan['predicted']:.2f}x "
         f"({plan['predicted_low']:.2f}–{plan['predicted_high']:.2f}x at α̂ ± 2 SE)"
@@ -324,17 +330,17 @@ def _checked_alpha(rep: dict[str, Any]) -> tuple[float, float, float]:
 
 
 def _checked_plan(rep: dict[str, Any], alpha: float, se: float, binomial: float) -> dict:
-    """γ and the predicted speedup with its interval follow from α̂ ± 2 SE, c and the curve (the
-    best γ, or a project arm's fixed one)."""
-    curve, c = rep["verify_curve"], rep["c"]
+    """γ and the predicted speedup with its interval follow from α̂ ± 2 SE, c, a round's first
+    step and the curve (the best γ, or a project arm's fixed one)."""
+    curve, c, first = rep["verify_curve"], rep["c"], rep.get("first")
     _need(len(curve) >= 2 and _close(curve[0], 1.0), "verify_curve[0] is t(1)/t(1) = 1")
     fixed = rep.get("arm", {}).get("gamma")
     fixed = fixed if isinstance(fixed, int) and 1 <= fixed < len(curve) else None
-    want = capstone.best_plan(alpha, se, c, curve, fixed)
+    want = capstone.best_plan(alpha, se, c, curve, first, fixed)
     gamma = want["gamma"]
     rule = f"the arm's fixed γ is {gamma}" if fixed else f"the best γ for these α̂, c, r is {gamma}"
     _need(rep["gamma"] == gamma, rule)
-    narrow = capstone.best_plan(alpha, binomial, c, curve, fixed)
+    narrow = capstone.best_plan(alpha, binomial, c, curve, first, fixed)
     for key in capstone.PLAN_KEYS[1:]:
         hint = ""
         if key != "predicted" and _close(rep[key], narrow[key]) and not _close(rep[key], want[key]):
@@ -363,7 +369,7 @@ def _checked_clock(rep: dict[str, Any], want: dict) -> tuple[float, str]:
     for i, (a, e, got) in enumerate(
         zip(accepted, examined, rep["predicted_per_prompt"], strict=True)
     ):
-        own = theory.speedup(a / e, gamma, c, r)
+        own = theory.speedup(a / e, gamma, c, r, rep.get("first"))
         _need(
             _close(got, own),
             f"prompt {i}: its own α̂ = {a / e:.4f} predicts {own:.4f} at γ = {gamma}, not {got}",
@@ -390,10 +396,11 @@ def check_report(rep: dict[str, Any]) -> str:
     want = _checked_plan(rep, alpha, se, binomial)
     pooled, where = _checked_clock(rep, want)
     n, gamma = len(rep["prompt_examined"]), want["gamma"]
+    cold = "" if rep.get("first") is None else f" (a round's first step {rep['first']:.3f})"
     return (
         f"{rep['pair']} on {rep['device']}, T = {rep['temperature']:g}: α̂ = {alpha:.3f} ± "
         f"{se:.3f} (SE across {n} prompts, used; binomial SE {binomial:.3f}, not used), "
-        f"c = {rep['c']:.3f}, γ = {gamma} (r = {rep['verify_curve'][gamma]:.2f}): predicted "
+        f"c = {rep['c']:.3f}{cold}, γ = {gamma} (r = {rep['verify_curve'][gamma]:.2f}): predicted "
         f"{rep['predicted']:.2f}x ({rep['predicted_low']:.2f}–{rep['predicted_high']:.2f} at "
         f"α̂ ± 2 SE), measured {pooled:.2f}x pooled over {n} prompts (each the fastest of "
         f"{rep['rounds']} rounds): {where} the predicted interval"
@@ -413,6 +420,7 @@ def _clocked(rep: dict[str, Any]) -> dict[str, tuple[str, float]]:
     gamma = rep["gamma"]
     return {
         "c": ("cost", rep["c"]),
+        **({} if rep.get("first") is None else {"a round's first step": ("cost", rep["first"])}),
         f"r(γ = {gamma})": ("cost", rep["verify_curve"][gamma]),
         "the pooled speedup": ("speed", rep["measured_pooled"]),
         "speculative tokens/s": ("speed", capstone.tokens_per_second(rep)),
