@@ -46,17 +46,31 @@ def speedup(
 
 
 def round_speedup(
-    tokens: float, gamma: int, c: float, verify_cost: float = 1.0, first: float | None = None
+    tokens: float,
+    gamma: int,
+    c: float,
+    verify_cost: float = 1.0,
+    first: float | None = None,
+    loop: float = 0.0,
+    plain_loop: float = 0.0,
 ) -> float:
     """`speedup` from the tokens a round yields on average (`expected_tokens`, or
-    `expected_tokens_at_depths`) instead of α: tokens / (first + (γ − 1)c + verify_cost)."""
+    `expected_tokens_at_depths`) instead of α: tokens / (first + (γ − 1)c + verify_cost).
+
+    `loop` and `plain_loop` are the decoding loops' own work outside every forward (sampling,
+    the acceptance rule, bookkeeping), in one-token target forwards: the speculative loop's per
+    round, plain decoding's per token (`plan.loop_share` measures both). With them a round
+    costs first + (γ − 1)c + verify_cost + loop against tokens · (1 + plain_loop)."""
     _check(0.0, gamma, c)
     if not (isinstance(verify_cost, (int, float)) and 0 < verify_cost < math.inf):
         raise ValueError(f"verify_cost must be a finite number > 0, got {verify_cost!r}")
     if first is not None and not (isinstance(first, (int, float)) and 0 <= first < math.inf):
         raise ValueError(f"first must be a finite number >= 0 or None, got {first!r}")
+    for name, value in (("loop", loop), ("plain_loop", plain_loop)):
+        if not (isinstance(value, (int, float)) and 0 <= value < math.inf):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     cold = first - c if first is not None and gamma > 0 else 0.0  # paid once per round
-    return tokens / (gamma * c + cold + verify_cost)
+    return tokens * (1 + plain_loop) / (gamma * c + cold + verify_cost + loop)
 
 
 def depth_rates(accepted: Sequence[int], gammas: Sequence[int]) -> tuple[float, ...]:
@@ -109,11 +123,14 @@ def best_gamma(
     verify_cost: Sequence[float],
     first: float | None = None,
     rates: Sequence[float] | None = None,
+    loop: float = 0.0,
+    plain_loop: float = 0.0,
 ) -> tuple[int, float]:
     """(γ, expected speedup) at the best γ when a forward over k tokens costs verify_cost[k - 1]
     one-token forwards (a measured curve, `timing.verify_curve`; γ ≤ len(verify_cost) - 1) and
     a round's first drafting step costs `first` (`speedup`; None: c like the others). Given
-    per-depth acceptance `rates` (`depth_rates`), a round's tokens come from them, not from α.
+    per-depth acceptance `rates` (`depth_rates`), a round's tokens come from them, not from α;
+    `loop` and `plain_loop` are the loops' own work (`round_speedup`).
     (0, 1.0) when no γ beats plain decoding: then the plan is not to speculate."""
     _check(alpha, None, c)
     best = (0, 1.0)
@@ -123,7 +140,7 @@ def best_gamma(
             if rates is None
             else expected_tokens_at_depths(rates, gamma)
         )
-        gain = round_speedup(tokens, gamma, c, verify_cost[gamma], first)
+        gain = round_speedup(tokens, gamma, c, verify_cost[gamma], first, loop, plain_loop)
         if gain > best[1]:
             best = (gamma, gain)
     return best

@@ -12,13 +12,17 @@ do by hand:
    the run's temperature, on the prompt at hand, or pooled over several (the bench's). It
    keeps α and the acceptance rate at each draft depth (`theory.depth_rates`), which can climb
    with depth, so that α probed at one γ does not mispredict another.
-3. **γ.** `theory.best_gamma(α, c, r, first, rates)` per candidate: the expected speedup
-   E(γ) / (first + (γ − 1)c + r(γ + 1)), E from the depth rates, maximised over γ. The plan
-   is the candidate with the best one, or plain decoding when none beats 1.
-4. **Chain or tree.** Where a candidate is a draft model (`trees`), the token tree that
+3. **The loops' own work.** What each probe spent outside every forward (sampling, the
+   acceptance rule, bookkeeping), per round, and plain decoding's per token from a short run
+   of it (`loop_share`), each over t(1).
+4. **γ.** `theory.best_gamma(α, c, r, first, rates, loop, plain_loop)` per candidate: the
+   expected speedup E(γ)(1 + plain_loop) / (first + (γ − 1)c + r(γ + 1) + loop), E from the
+   depth rates, maximised over γ. The plan is the candidate with the best one, or plain
+   decoding when none beats 1.
+5. **Chain or tree.** Where a candidate is a draft model (`trees`), the token tree that
    notebook 06's `tree.choose_branching` picks at its α, c and r, probed itself
    (`probe_tree`): chosen when its expected speedup beats every chain's.
-5. **dtype.** Where a pair may run in two dtypes (bfloat16 on a CPU that computes it natively,
+6. **dtype.** Where a pair may run in two dtypes (bfloat16 on a CPU that computes it natively,
    or float32), `choose_dtype` takes the plan expected to decode fastest: its expected speedup
    over its own t(1), since plain decoding itself runs at one token per t(1).
 
@@ -72,12 +76,18 @@ class Plan:
     tree: tuple[int, ...] | None = None
     # {name: acceptance rate at draft depth 1, 2, ...}: the probe's (`theory.depth_rates`)
     rates: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    # the loops' own work outside the forwards, over t(1) (`loop_share`): per round of each
+    # candidate's probe, and per token of plain decoding's
+    loop: dict[str, float] = field(default_factory=dict)
+    plain_loop: float = 0.0
 
     def best(self, name: str) -> tuple[int, float]:
         """(best γ, expected speedup) of candidate `name`: `theory.best_gamma` on its inputs."""
         c, first = self.costs.c[name], self.costs.first.get(name)
-        rates = self.rates.get(name)
-        return theory.best_gamma(self.alpha[name], c, self.costs.verify_cost, first, rates)
+        rates, loop = self.rates.get(name), self.loop.get(name, 0.0)
+        return theory.best_gamma(
+            *(self.alpha[name], c, self.costs.verify_cost, first, rates, loop, self.plain_loop)
+        )
 
     def expected(self, name: str, gamma: int, alpha: float | None = None) -> float | None:
         """The expected speedup of candidate `name` at `gamma` (from its probed depth rates, or
@@ -90,7 +100,8 @@ class Plan:
         else:
             tokens = theory.expected_tokens(self.alpha[name] if alpha is None else alpha, gamma)
         return theory.round_speedup(
-            tokens, gamma, self.costs.c[name], r[gamma], self.costs.first.get(name)
+            *(tokens, gamma, self.costs.c[name], r[gamma], self.costs.first.get(name)),
+            *(self.loop.get(name, 0.0), self.plain_loop),
         )
 
     def against(self, name: str, gamma: int) -> str:
@@ -114,6 +125,11 @@ class Plan:
         """The plan and its inputs, in a few lines."""
         r = " ".join(f"{x:.2f}" for x in self.costs.verify_cost[1:6])
         lines = [f"  t(1) = {self.costs.t1_ms:.1f} ms; r(k) = t(k)/t(1) for k = 2..6: {r}"]
+        if self.loop:
+            lines.append(
+                f"  the loops' own work, in t(1): plain decoding {self.plain_loop:.3f} a token;"
+                " speculative decoding, per round below"
+            )
         for name, alpha in self.alpha.items():
             c, first = self.costs.c[name], self.costs.first.get(name)
             gamma, gain = self.best(name)
@@ -124,8 +140,9 @@ class Plan:
                 if len(rates) > 1
                 else ""
             )
+            loop = f", loop {self.loop[name]:.3f} a round" if name in self.loop else ""
             lines.append(
-                f"  {name}: α ≈ {alpha:.2f} (probe){depths}, c = {c:.3f}{cold}"
+                f"  {name}: α ≈ {alpha:.2f} (probe){depths}, c = {c:.3f}{cold}{loop}"
                 f" -> best γ = {gamma}, expected {gain:.2f}x"
             )
         how = f"γ = {self.gamma}" if self.tree is None else f"as the token tree {self.tree}"
@@ -185,7 +202,19 @@ def make_plan(
         name: theory.depth_rates(stats.accepted, stats.gammas) for name, stats in probed.items()
     }
     rates = {name: h for name, h in rates.items() if h}  # a probe that drafted nothing: α alone
-    plan = Plan(None, 0, 1.0, alpha, costs, 0.0, rates=rates)
+    plain = plain_probe(target_model, ids, temperature, probe_tokens, vocab_size, seed)
+    loop = {name: loop_share(stats, costs.t1_ms) for name, stats in probed.items()}
+    plan = Plan(
+        None,
+        0,
+        1.0,
+        alpha,
+        costs,
+        0.0,
+        rates=rates,
+        loop=loop,
+        plain_loop=loop_share(plain, costs.t1_ms),
+    )
     best = {name: plan.best(name) for name in candidates}
     choice = max(best, key=lambda name: best[name][1])
     gamma, predicted = best[choice] if best[choice][1] > 1.0 else (0, 1.0)
@@ -384,6 +413,34 @@ def probe(
         kw = dict(temperature=temperature, generator=gen, vocab_size=vocab_size)
         runs.append(decoding.speculative_generate(target, drafter, prompt, tokens, gamma, **kw))
     return decoding.GenerationStats.merge([run.stats for run in runs])
+
+
+def plain_probe(
+    target_model,
+    ids: Prompts,
+    temperature: float,
+    tokens: int,
+    vocab_size: int | None = None,
+    seed: int = 0,
+) -> decoding.GenerationStats:
+    """Plain decoding's counters over `tokens` tokens after the first prompt of `ids` (sampled
+    from a generator seeded `seed`), for its loop's own work (`loop_share`)."""
+    gen = torch.Generator().manual_seed(seed)
+    kw = dict(temperature=temperature, generator=gen, vocab_size=vocab_size)
+    run = decoding.autoregressive_generate(target_model, _prompts(ids)[0], tokens, **kw)
+    return run.stats
+
+
+def loop_share(stats: decoding.GenerationStats, t1_ms: float) -> float:
+    """A loop's own work, outside every forward (the target's and the drafter's): wall time less
+    both, per round of speculative decoding (per token of plain decoding, which has no rounds),
+    over t(1) = `t1_ms`. Measured, not assumed: on the embedded pair (AMD EPYC) it was 0.06 of
+    t(1) a round greedy and 0.12 at T = 1. 0 where a drafter does not count its time (NaN)."""
+    inside = stats.target_time + stats.draft_time
+    per = len(stats.accepted) or stats.new_tokens
+    if not per or not math.isfinite(inside):
+        return 0.0
+    return max(stats.wall_time - inside, 0.0) / per / (t1_ms / 1e3)
 
 
 def _prompts(ids: Prompts) -> list[torch.Tensor]:

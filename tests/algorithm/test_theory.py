@@ -52,6 +52,25 @@ def test_a_rounds_cold_first_draft_is_charged_once_per_round() -> None:
             theory.speedup(alpha, 4, c, r, first=bad)
 
 
+def test_the_loops_own_work_is_charged_per_round_and_per_plain_token() -> None:
+    """`loop` (a round's work outside the forwards) adds to a round's cost; `plain_loop` (plain
+    decoding's, per token) to what each token saves. Both in one-token target forwards."""
+    alpha, c, r, first = 0.7, 0.07, 1.15, 0.15
+    tokens = theory.expected_tokens(alpha, 4)
+    got = theory.round_speedup(tokens, 4, c, r, first, loop=0.06, plain_loop=0.04)
+    assert got == pytest.approx(tokens * 1.04 / (first + 3 * c + r + 0.06))
+    assert theory.round_speedup(tokens, 4, c, r, first) == pytest.approx(
+        tokens / (first + 3 * c + r)
+    )
+    curve = [1.0, 1.1, 1.12, 1.14, 1.16, 1.18, 1.2, 1.22, 1.24]
+    free, paid = theory.best_gamma(alpha, c, curve), theory.best_gamma(alpha, c, curve, loop=0.2)
+    assert paid[1] < free[1] and paid[0] >= free[0]  # a cost per round favours longer drafts
+    for bad in (-0.01, float("inf"), float("nan")):
+        for name in ("loop", "plain_loop"):
+            with pytest.raises(ValueError, match=name):
+                theory.round_speedup(tokens, 4, c, r, **{name: bad})
+
+
 def test_depth_rates_count_each_depth_among_the_rounds_that_reached_it() -> None:
     """h(j): of the rounds that drafted a j-th token after keeping the j - 1 before it, the share
     that kept it. A round the budget cut short says nothing of the depths it did not draft."""

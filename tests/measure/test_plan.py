@@ -225,6 +225,36 @@ def test_the_plan_charges_a_rounds_first_drafting_step_once() -> None:
     assert "first step" not in warm_plan.describe()
 
 
+def test_the_loops_own_work_is_the_wall_time_outside_every_forward(micro) -> None:
+    """`loop_share`: wall time less the target's and the drafter's seconds, per round (per token
+    of plain decoding), over t(1); the plan charges it (`theory.round_speedup`) and says it."""
+    rounds = decoding.GenerationStats(accepted=[1, 0, 2, 4], gammas=[4] * 4, new_tokens=11)
+    rounds.wall_time, rounds.target_time, rounds.draft_time = 1.0, 0.6, 0.2
+    assert plan.loop_share(rounds, t1_ms=50.0) == pytest.approx(0.2 / 4 / 0.05)
+    plain = decoding.GenerationStats(new_tokens=10)
+    plain.wall_time, plain.target_time = 1.0, 0.9
+    assert plan.loop_share(plain, t1_ms=50.0) == pytest.approx(0.1 / 10 / 0.05)
+    rounds.draft_time = float("nan")  # a drafter that does not count its time: unknown, 0
+    assert plan.loop_share(rounds, 50.0) == 0.0
+    plain.target_time = 1.2  # clocks that disagree never make the loop's work negative
+    assert plan.loop_share(plain, 50.0) == 0.0
+    r = (1.0, 1.1, 1.12, 1.14, 1.16, 1.18, 1.2)
+    costs = plan.Costs(verify_cost=r, c={"d": 0.07}, t1_ms=6.6, first={"d": 0.15})
+    free = plan.Plan("d", 4, 2.0, {"d": 0.7}, costs, 0.0)
+    paid = replace(free, loop={"d": 0.06}, plain_loop=0.04)
+    assert paid.best("d") == theory.best_gamma(0.7, 0.07, r, 0.15, None, 0.06, 0.04)
+    want = theory.round_speedup(theory.expected_tokens(0.7, 4), 4, 0.07, r[4], 0.15, 0.06, 0.04)
+    assert paid.expected("d", 4) == pytest.approx(want)
+    assert replace(free, loop={"d": 0.06}).expected("d", 4) < free.expected("d", 4)
+    assert replace(free, plain_loop=0.04).expected("d", 4) > free.expected("d", 4)  # saved too
+    assert "loop 0.060 a round" in paid.describe() and "plain decoding 0.040 a token" in (
+        paid.describe()
+    )
+    made = plan.make_plan(micro, _candidates(micro), IDS, 0.0, max_tokens=3, probe_tokens=6)
+    assert set(made.loop) == {"itself", "slow"} and made.plain_loop >= 0
+    assert all(v >= 0 for v in made.loop.values())
+
+
 def test_a_probe_too_short_to_draft_is_refused(micro) -> None:
     """A one-token probe drafts nothing (the budget leaves no room): no α, no depth rates."""
     for bad in (1, 0, 2.5):
