@@ -567,7 +567,8 @@ def measure_arm(
 ) -> dict[str, Any]:
     """Measure one arm as the capstone does, and `report` it: α̂ from one speculative run per
     prompt (at the arm's fixed γ, else at `PROBE_GAMMA`); c, a round's first step and the curve
-    from the course's one cost instrument (`arm_costs`, after the first prompt); the plan (`best_plan`: the best γ, or the fixed one); then
+    from the course's one cost instrument (`arm_costs`, after the first prompt); the plan
+    (`best_plan`: the best γ, or the fixed one); then
     the clock at the plan's γ, each prompt the fastest of `rounds`. The report gains the arm's
     settings ("arm") and each prompt's probe tokens ("tokens"): what a rerun must reproduce
     exactly; and what each prompt's timed run at that γ examined, accepted and cost in target

@@ -14,7 +14,7 @@ do by hand:
    with depth, so that α probed at one γ does not mispredict another.
 3. **The loops' own work.** What each probe spent outside every forward (sampling, the
    acceptance rule, bookkeeping), per round, and plain decoding's per token from a short run
-   of it (`loop_share`), each over t(1).
+   of it on the first prompt (`loop_share`), each over t(1).
 4. **γ.** `theory.best_gamma(α, c, r, first, rates, loop, plain_loop)` per candidate: the
    expected speedup E(γ)(1 + plain_loop) / (first + (γ − 1)c + r(γ + 1) + loop), E from the
    depth rates, maximised over γ. The plan is the candidate with the best one, or plain
@@ -202,7 +202,12 @@ def make_plan(
         name: theory.depth_rates(stats.accepted, stats.gammas) for name, stats in probed.items()
     }
     rates = {name: h for name, h in rates.items() if h}  # a probe that drafted nothing: α alone
-    plain = plain_probe(target_model, ids, temperature, probe_tokens, vocab_size, seed)
+    plain = decoding.autoregressive_generate(  # plain decoding's own loop work, first prompt
+        *(target_model, _prompts(ids)[0], probe_tokens),
+        temperature=temperature,
+        generator=torch.Generator().manual_seed(seed),
+        vocab_size=vocab_size,
+    ).stats
     loop = {name: loop_share(stats, costs.t1_ms) for name, stats in probed.items()}
     plan = Plan(
         None,
@@ -413,22 +418,6 @@ def probe(
         kw = dict(temperature=temperature, generator=gen, vocab_size=vocab_size)
         runs.append(decoding.speculative_generate(target, drafter, prompt, tokens, gamma, **kw))
     return decoding.GenerationStats.merge([run.stats for run in runs])
-
-
-def plain_probe(
-    target_model,
-    ids: Prompts,
-    temperature: float,
-    tokens: int,
-    vocab_size: int | None = None,
-    seed: int = 0,
-) -> decoding.GenerationStats:
-    """Plain decoding's counters over `tokens` tokens after the first prompt of `ids` (sampled
-    from a generator seeded `seed`), for its loop's own work (`loop_share`)."""
-    gen = torch.Generator().manual_seed(seed)
-    kw = dict(temperature=temperature, generator=gen, vocab_size=vocab_size)
-    run = decoding.autoregressive_generate(target_model, _prompts(ids)[0], tokens, **kw)
-    return run.stats
 
 
 def loop_share(stats: decoding.GenerationStats, t1_ms: float) -> float:
