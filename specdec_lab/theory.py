@@ -73,6 +73,48 @@ def round_speedup(
     return tokens * (1 + plain_loop) / (gamma * c + cold + verify_cost + loop)
 
 
+def run_speedup(
+    tokens: float,
+    gamma: int,
+    c: float,
+    verify_cost: float,
+    new_tokens: int,
+    prefill: float,
+    start: float | None = None,
+    first: float | None = None,
+    loop: float = 0.0,
+    plain_loop: float = 0.0,
+) -> float:
+    """`round_speedup` over one whole generation call of `new_tokens` tokens, the prompt's
+    forward included, as a clock around the call sees it. Every cost is in one-token target
+    forwards; `prefill` is the target's forward over the prompt, which yields the first token.
+
+    Plain decoding: prefill + (new_tokens − 1)(1 + plain_loop). Speculative decoding, where the
+    drafter waits for the target's own states (a draft head: `start` None): the prompt's forward
+    yields the first token, then rounds yield the rest, tokens per round each, at
+    R = first + (γ − 1)c + verify_cost + loop. Where the drafter reads the prompt itself (a draft
+    model: `start` is its forward over the prompt, which drafts the first token), the first
+    round verifies inside the prompt's forward: prefill + start + (γ − 1)c, then rounds for the
+    tokens left after the first round's."""
+    _check(0.0, gamma, c)
+    if not isinstance(new_tokens, int) or new_tokens < 1:
+        raise ValueError(f"new_tokens must be a positive integer, got {new_tokens!r}")
+    for name, value in (("prefill", prefill), ("start", 0.0 if start is None else start)):
+        if not (isinstance(value, (int, float)) and 0 <= value < math.inf):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    if not (isinstance(tokens, (int, float)) and 1 <= tokens < math.inf):
+        raise ValueError(f"tokens must be a finite number >= 1 (tokens per round), got {tokens!r}")
+    per_round = round_speedup(tokens, gamma, c, verify_cost, first, loop, plain_loop)
+    round_cost = tokens * (1 + plain_loop) / per_round  # R, from round_speedup's own checks
+    plain = prefill + (new_tokens - 1) * (1 + plain_loop)
+    if start is None:
+        spec = prefill + (new_tokens - 1) / tokens * round_cost
+    else:
+        opening = prefill + start + max(gamma - 1, 0) * c  # the first round, on the prompt
+        spec = opening + max(new_tokens - tokens, 0.0) / tokens * round_cost
+    return plain / spec
+
+
 def depth_rates(accepted: Sequence[int], gammas: Sequence[int]) -> tuple[float, ...]:
     """h(j) for j = 1 .. max(γ): of the rounds that drafted a j-th token after keeping the j − 1
     before it, the share that kept it too; NaN at a depth no round reached. Rounds that drafted

@@ -221,13 +221,15 @@ def main(argv: list[str] | None = None) -> int:
             again = spec(temperature, args.max_new_tokens, None, drafter, gamma, shape)
             out = min(out, again, key=_secs)
             ar = min(ar, autoregressive(temperature, args.max_new_tokens), key=_secs)
-        expected = None if planned is None else planned.expected(drafter, gamma)
+        n = args.max_new_tokens  # the plan's expectation for a whole call of so many tokens
+        expected = None if planned is None else planned.expected(drafter, gamma, new_tokens=n)
         if shape is not None:
             expected = planned.predicted  # the tree's, from its own probe
         at_run_alpha = None  # the same formula with the α this run measured: the probe's error
         drafted = out.stats.trials > 0  # a one-token run drafts nothing: it has no α
         if planned is not None and expected is not None and shape is None and drafted:
-            at_run_alpha = planned.expected(drafter, gamma, alpha=out.stats.acceptance_rate)
+            alpha = out.stats.acceptance_rate
+            at_run_alpha = planned.expected(drafter, gamma, alpha=alpha, new_tokens=n)
         _summary(out, ar, temperature, use_mock, expected, getattr(target, "dtype", None))
         if at_run_alpha is not None:
             print(f"  (the plan's formula at this run's α: {at_run_alpha:.2f}x)")

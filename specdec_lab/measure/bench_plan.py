@@ -151,9 +151,14 @@ def _head_maker(pair: Pair) -> Maker:
     return functools.partial(_head_pair, head=head)
 
 
-def planned_method(pair: Pair, planned: Plan, temperature: float, runtime: str) -> Method:
+def planned_method(
+    pair: Pair, planned: Plan, temperature: float, runtime: str, new_tokens: int | None = None
+) -> Method:
     """The plan's choice at `temperature` as a method: its drafter's chain at its γ, the draft
-    model's token tree, or plain decoding where no drafter is expected to gain."""
+    model's token tree, or plain decoding where no drafter is expected to gain. A chain's
+    predicted speedup is that of a whole call of `new_tokens` (`Plan.expected`: the prompt's
+    forward and the drafter's start included, as the bench's clock sees a call); a tree's is
+    its probe's, per round."""
     if planned.drafter is None:
         name = display_name("planned: plain decoding", temperature, runtime)
         return Method(name, Kind.PLANNED, temperature, runtime=runtime, predicted=1.0)
@@ -162,9 +167,12 @@ def planned_method(pair: Pair, planned: Plan, temperature: float, runtime: str) 
         f"γ={planned.gamma}" if planned.tree is None else "tree " + "-".join(map(str, planned.tree))
     )
     name = display_name(f"planned: {planned.drafter} {how}", temperature, runtime)
+    predicted = planned.predicted
+    if planned.tree is None and new_tokens is not None:
+        predicted = planned.expected(planned.drafter, planned.gamma, new_tokens=new_tokens)
     return Method(
         *(name, Kind.PLANNED, temperature, planned.gamma, planned.tree, runtime, make),
-        predicted=planned.predicted,
+        predicted=predicted,
     )
 
 
@@ -219,7 +227,9 @@ def plan(pair: Pair, cfg: BenchConfig, plans: Mapping[float, Plan] | None = None
 
     def ours_at(t: float) -> list[Method]:
         out = _ours_at(t, runtimes, cfg.gammas, others, cfg.methods)
-        return out + ([planned_method(pair, plans[t], t, runtimes[0])] if t in plans else [])
+        if t not in plans:
+            return out
+        return [*out, planned_method(pair, plans[t], t, runtimes[0], cfg.max_new_tokens)]
 
     methods = ours_at(0.0)
     if cfg.hf:

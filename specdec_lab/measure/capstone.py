@@ -329,21 +329,24 @@ def arm_costs(
     repeats: int = 11,
     max_tokens: int = 9,
     runtime: str = sessions.DEFAULT_RUNTIME,
-) -> tuple[list[float], float, float]:
-    """(curve, c, first) of the pair's draft model after the prompt `ids`, from the course's one
-    cost instrument, as the plan measures them (`plan.measure_costs`: `timing.loop_costs`, in
-    the order the decoding loop runs its forwards): the verification curve t(k) / t(1) for
-    k = 1..max_tokens, c = one drafting step over t(1), and `first`, a round's first drafting
-    step over t(1) (right after the target's verify, which can push the draft out of the cache).
-    A drafting step is the drafter's own `propose`, as the loop calls it, both models run by
-    `runtime`."""
+) -> tuple[list[float], float, float, dict[str, float]]:
+    """(curve, c, first, call) of the pair's draft model after the prompt `ids`, from the
+    course's one cost instrument, as the plan measures them (`plan.measure_costs`:
+    `timing.loop_costs`, in the order the decoding loop runs its forwards): the verification
+    curve t(k) / t(1) for k = 1..max_tokens, c = one drafting step over t(1), and `first`, a
+    round's first drafting step over t(1) (right after the target's verify, which can push the
+    draft out of the cache). A drafting step is the drafter's own `propose`, as the loop calls
+    it, both models run by `runtime`. `call`: a generation call's start, over t(1), the
+    target's forward over the prompt ("prefill") and the draft's ("start"), and t(1) itself
+    ("t1_ms")."""
     candidate = {DRAFTER: functools.partial(pair.speculative, DRAFTER, runtime)}
     costs = planner.measure_costs(
         *(pair.target, candidate, ids, max_tokens, repeats, pair.vocab_size),
         clock=clock,
         runtime=runtime,
     )
-    return list(costs.verify_cost), costs.c[DRAFTER], costs.first[DRAFTER]
+    call = {"prefill": costs.prefill, "start": costs.start[DRAFTER], "t1_ms": costs.t1_ms}
+    return list(costs.verify_cost), costs.c[DRAFTER], costs.first[DRAFTER], call
 
 
 def best_plan(
@@ -423,12 +426,17 @@ def report(
     device: str,
     temperature: float = 0.0,
     first: float | None = None,
+    call: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The capstone's report: α̂ pooled over `per_prompt` (one generation's statistics per prompt)
     with its SE across prompts (and the binomial SE), c, a round's first step `first` (None: c),
     the curve, the plan, and the clock (each
     prompt's fastest of `rounds`, plain and speculative at the plan's γ): the pooled speedup's
-    `verdict`, and each prompt's measured speedup beside the one its own α̂ predicts."""
+    `verdict`, and each prompt's measured speedup beside the one its own α̂ predicts.
+
+    `call` (`CALL_KEYS`: the prompt's forward, the draft's start, the loops' own work, over
+    t(1), and the call's new tokens) adds "predicted_call": the plan's speedup over a whole call
+    as the clock times one (`theory.run_speedup`), beside the plan's per round."""
     plain, spec = np.asarray(plain_seconds, float), np.asarray(spec_seconds, float)
     if plain.shape != spec.shape or plain.ndim != 1 or len(plain) < 2:
         raise ValueError("plain_seconds and spec_seconds: one time per prompt, at least two")
@@ -465,7 +473,31 @@ def report(
         "measured_per_prompt": (plain / spec).tolist(),
         "measured_pooled": measured,
         "verdict": verdict(measured, plan["predicted_low"], plan["predicted_high"]),
+        **(
+            {}
+            if call is None
+            else {"call": call, "predicted_call": call_speedup(a, gamma, c, curve, first, call)}
+        ),
     }
+
+
+CALL_KEYS = ("prefill", "start", "loop", "plain_loop", "new_tokens")
+
+
+def call_speedup(
+    alpha: float,
+    gamma: int,
+    c: float,
+    curve: Sequence[float],
+    first: float | None,
+    call: dict[str, float],
+) -> float:
+    """The expected speedup of one whole generation call at α̂ and γ (`theory.run_speedup`):
+    the round's costs, plus what a call pays around its rounds (`call`, `CALL_KEYS`)."""
+    return theory.run_speedup(
+        *(theory.expected_tokens(alpha, gamma), gamma, c, curve[gamma], int(call["new_tokens"])),
+        *(call["prefill"], call["start"], first, call["loop"], call["plain_loop"]),
+    )
 
 
 def per_prompt_table(rep: dict[str, Any]) -> str:
@@ -588,7 +620,7 @@ def measure_arm(
         for i, x in enumerate(ids)
     ]
     per_prompt = [run.stats for run in probes]
-    curve, c, first = arm_costs(pair, ids[0], clock, runtime=arm.runtime)
+    curve, c, first, start = arm_costs(pair, ids[0], clock, runtime=arm.runtime)
     alpha = decoding.GenerationStats.merge(per_prompt).acceptance_rate
     plan = best_plan(alpha, prompt_se(per_prompt), c, curve, first, gamma or fixed)
     runs, secs = timing.timed_runs(
@@ -603,9 +635,17 @@ def measure_arm(
     )
     info = env.device_info(pair.device)
     device = str(info.get("gpu") or f"{info['device']} ({info['cpu']})")
+    plain_runs = decoding.GenerationStats.merge([run.stats for run in runs["arm", None]])
+    call = {  # the loops' own work: the probes' per round, the timed plain runs' per token
+        "prefill": start["prefill"],
+        "start": start["start"],
+        "loop": planner.loop_share(decoding.GenerationStats.merge(per_prompt), start["t1_ms"]),
+        "plain_loop": planner.loop_share(plain_runs, start["t1_ms"]),
+        "new_tokens": n_new,
+    }
     rep = report(
         *(pair.name, per_prompt, c, curve, plan, secs["arm", None], secs["arm", "draft"]),
-        *(rounds, device, arm.temperature, first),
+        *(rounds, device, arm.temperature, first, call),
     )
     timed = [run.stats for run in runs["arm", "draft"]]  # the first round's, one per prompt
     counts = {
@@ -666,6 +706,11 @@ def project_table(table: dict[str, Any]) -> str:
             f"{a['verify_curve'][a['gamma']]:.2f}",
         ),
         ("predicted (α̂ ± 2 SE)", interval(b), interval(a)),
+        *(
+            [("predicted, a whole call", *(f"{x['predicted_call']:.2f}x" for x in (b, a)))]
+            if "predicted_call" in b and "predicted_call" in a
+            else []
+        ),
         ("measured, pooled", f"{b['measured_pooled']:.2f}x", f"{a['measured_pooled']:.2f}x"),
         ("verdict", b["verdict"], a["verdict"]),
         (

@@ -7,7 +7,9 @@ do by hand:
    every candidate, through the sessions the decoding loop uses, timed by the course's one
    instrument in the order the loop runs them (`timing.loop_costs`, the minimum of its rounds):
    r(k) = t(k) / t(1), c = t(step) / t(1), and c of a round's first step, right after the
-   target's verify (`first`: it can run slower, its weights pushed out of the cache).
+   target's verify (`first`: it can run slower, its weights pushed out of the cache); and a
+   call's start, the target's forward over the prompt (`prefill`) and a draft model's own
+   (`start`), which `Plan.expected(..., new_tokens=n)` charges a whole call of n tokens.
 2. **α.** A short probe: `probe_tokens` tokens of speculative decoding with each candidate at
    the run's temperature, on the prompt at hand, or pooled over several (the bench's). It
    keeps α and the acceptance rate at each draft depth (`theory.depth_rates`), which can climb
@@ -53,12 +55,16 @@ Prompts = torch.Tensor | list[torch.Tensor]  # one prompt's ids, or several
 class Costs:
     """What the machine charges: r(k) = t(k) / t(1) for k = 1..K, and c per candidate: of any
     drafting step (`c`) and of a round's first, right after the target's verify (`first`;
-    a candidate missing there pays c for it too)."""
+    a candidate missing there pays c for it too). A generation call's start, over t(1): the
+    target's forward over the prompt (`prefill`), and a candidate's own forward over it where
+    it reads the prompt itself (`start`: a draft model; a head reads the target's states)."""
 
     verify_cost: tuple[float, ...]
     c: dict[str, float]
     t1_ms: float  # the target's one-token forward
     first: dict[str, float] = field(default_factory=dict)
+    prefill: float = 0.0
+    start: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -89,9 +95,17 @@ class Plan:
             *(self.alpha[name], c, self.costs.verify_cost, first, rates, loop, self.plain_loop)
         )
 
-    def expected(self, name: str, gamma: int, alpha: float | None = None) -> float | None:
+    def expected(
+        self,
+        name: str,
+        gamma: int,
+        alpha: float | None = None,
+        new_tokens: int | None = None,
+    ) -> float | None:
         """The expected speedup of candidate `name` at `gamma` (from its probed depth rates, or
-        at `alpha`); None beyond the measured r(k)."""
+        at `alpha`); None beyond the measured r(k). With `new_tokens`, that of a whole call of
+        so many tokens, its start included (`theory.run_speedup`: the prompt's forward, and the
+        candidate's own where it has one), as a clock around a call measures it."""
         r = self.costs.verify_cost
         if gamma >= len(r):
             return None
@@ -99,9 +113,12 @@ class Plan:
             tokens = theory.expected_tokens_at_depths(self.rates[name], gamma)
         else:
             tokens = theory.expected_tokens(self.alpha[name] if alpha is None else alpha, gamma)
-        return theory.round_speedup(
-            *(tokens, gamma, self.costs.c[name], r[gamma], self.costs.first.get(name)),
-            *(self.loop.get(name, 0.0), self.plain_loop),
+        c, first, loop = self.costs.c[name], self.costs.first.get(name), self.loop.get(name, 0.0)
+        if new_tokens is None:
+            return theory.round_speedup(tokens, gamma, c, r[gamma], first, loop, self.plain_loop)
+        return theory.run_speedup(
+            *(tokens, gamma, c, r[gamma], new_tokens, self.costs.prefill),
+            *(self.costs.start.get(name), first, loop, self.plain_loop),
         )
 
     def against(self, name: str, gamma: int) -> str:
@@ -124,7 +141,10 @@ class Plan:
     def describe(self) -> str:
         """The plan and its inputs, in a few lines."""
         r = " ".join(f"{x:.2f}" for x in self.costs.verify_cost[1:6])
-        lines = [f"  t(1) = {self.costs.t1_ms:.1f} ms; r(k) = t(k)/t(1) for k = 2..6: {r}"]
+        lines = [
+            f"  t(1) = {self.costs.t1_ms:.1f} ms; r(k) = t(k)/t(1) for k = 2..6: {r}; "
+            f"the prompt's forward {self.costs.prefill:.2f}"
+        ]
         if self.loop:
             lines.append(
                 f"  the loops' own work, in t(1): plain decoding {self.plain_loop:.3f} a token;"
@@ -141,6 +161,8 @@ class Plan:
                 else ""
             )
             loop = f", loop {self.loop[name]:.3f} a round" if name in self.loop else ""
+            if name in self.costs.start:
+                loop += f", its forward over the prompt {self.costs.start[name]:.2f}"
             lines.append(
                 f"  {name}: α ≈ {alpha:.2f} (probe){depths}, c = {c:.3f}{cold}{loop}"
                 f" -> best γ = {gamma}, expected {gain:.2f}x"
@@ -361,10 +383,11 @@ def measure_costs_together(
     for key in built:
         t1 = t[key]["t"][1]
         r = tuple(t[key]["t"][k] / t1 for k in ks)
-        c, first = (
-            {name: s / t1 for name, s in t[key].get(of, {}).items()} for of in ("step", "first")
+        c, first, start = (
+            {name: s / t1 for name, s in t[key].get(of, {}).items()}
+            for of in ("step", "first", "start")
         )
-        out[key] = Costs(r, c, 1e3 * t1, first)
+        out[key] = Costs(r, c, 1e3 * t1, first, t[key]["prefill"] / t1, start)
     return out
 
 
@@ -386,17 +409,18 @@ def _cost_setup(target_model, candidates, ids, max_tokens, vocab_size, runtime) 
     longer = torch.cat([ids, ids.new_zeros(max_tokens)])  # any tokens: the cost does not read them
     session.logits(ids)
     greedy = SamplingConfig(0.0)
-    steps = {}
+    steps, starts = {}, {}
     for name, make in candidates.items():
         target, drafter = make()
-        if getattr(drafter, "target", None) is target:  # a head reads its session's hidden states
+        reads_target = getattr(drafter, "target", None) is target  # a head: the session's states
+        if reads_target:
             target.logits(ids)
         crop = getattr(drafter, "crop", None)  # a draft model's cache: feed one token each time
-        steps[name] = (
-            partial(drafter.propose, ids, 1, greedy, None),
-            partial(crop, prefix - 1) if crop else lambda: None,
-        )
-    return timing.Setup(session, prefix, longer, steps)
+        propose = partial(drafter.propose, ids, 1, greedy, None)
+        steps[name] = (propose, partial(crop, prefix - 1) if crop else lambda: None)
+        if crop and not reads_target:  # its call's first step reads the whole prompt
+            starts[name] = (propose, partial(crop, 0))
+    return timing.Setup(session, prefix, longer, steps, starts)
 
 
 def probe(

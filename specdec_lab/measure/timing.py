@@ -21,7 +21,7 @@ import functools
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -339,12 +339,15 @@ def measure_c(
 class Setup:
     """What `loop_costs` times for one target: its session with `prefix` tokens already cached,
     `longer` (the prefix and at least max(ks) more tokens, any: the cost does not read them), and
-    each drafter's one-token step as (call, rollback) by name."""
+    each drafter's one-token step as (call, rollback) by name; `starts`, a drafter's first step of
+    a generation call where it reads the prompt itself (a draft model's forward over it), as
+    (call, rollback to an empty cache)."""
 
     target: Any
     prefix: int
     longer: torch.Tensor
     steps: dict[str, tuple[Callable[[], Any], Callable[[], Any]]]
+    starts: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = field(default_factory=dict)
 
 
 def loop_costs(
@@ -373,8 +376,12 @@ def loop_costs(
     took 1.0 ms and the next ones 0.45 ms, so c from the fastest step alone left a third of the
     loop's drafting time out of every prediction.
 
-    Returns {key: {"t": {k: seconds}, "step": {name: seconds}, "first": {name: seconds}}}:
-    "step" is the fastest step of any, "first" the fastest first step of a round."""
+    A generation call's start is timed too: the target's forward over the whole prefix (the
+    prompt's, "prefill"), and each drafter's start where it has one (`Setup.starts`).
+
+    Returns {key: {"t": {k: seconds}, "step": {name: seconds}, "first": {name: seconds},
+    "prefill": seconds, "start": {name: seconds}}}: "step" is the fastest step of any, "first"
+    the fastest first step of a round."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     if plain < 2:
@@ -385,6 +392,8 @@ def loop_costs(
             "t": dict.fromkeys([1, *bigger], float("inf")),
             "step": dict.fromkeys(s.steps, float("inf")),
             "first": dict.fromkeys(s.steps, float("inf")),
+            "prefill": float("inf"),
+            "start": dict.fromkeys(s.starts, float("inf")),
         }
         for key, s in setups.items()
     }
@@ -426,6 +435,15 @@ def loop_costs(
                     if counts:
                         best["step"][name] = min(best["step"][name], t)
                         best["first"][name] = min(best["first"][name], t)
+            s.target.crop(0)  # a call's start: the prompt's forward, then each drafter's
+            t = timed(functools.partial(s.target.logits, s.longer[: s.prefix]))
+            for name, (call, rollback) in s.starts.items():
+                rollback()
+                started = timed(call)
+                if counts:
+                    best["start"][name] = min(best["start"][name], started)
+            if counts:
+                best["prefill"] = min(best["prefill"], t)
             s.target.crop(s.prefix)
     return out
 

@@ -71,6 +71,35 @@ def test_the_loops_own_work_is_charged_per_round_and_per_plain_token() -> None:
                 theory.round_speedup(tokens, 4, c, r, **{name: bad})
 
 
+def test_a_whole_call_pays_the_prompts_forward_and_the_drafters_start() -> None:
+    """`run_speedup`: plain decoding pays the prompt's forward, then one forward per further
+    token; a head's call pays the prompt's forward (the first token), then rounds; a draft
+    model's first round drafts on its own forward over the prompt (`start`) and is verified by
+    the prompt's forward. Long calls approach `round_speedup`; a longer prompt pulls toward 1x."""
+    tokens, gamma, c, r = 3.0, 2, 0.1, 1.2  # a round: 2c + r = 1.4 one-token forwards
+    plain = 2 + 9  # prefill 2, then 9 more tokens
+    head = theory.run_speedup(tokens, gamma, c, r, 10, prefill=2.0)
+    assert head == pytest.approx(plain / (2 + 9 / 3 * 1.4))
+    model = theory.run_speedup(tokens, gamma, c, r, 10, prefill=2.0, start=0.5)
+    assert model == pytest.approx(plain / (2 + 0.5 + 0.1 + (10 - 3) / 3 * 1.4))
+    per_round = theory.round_speedup(tokens, gamma, c, r, 0.3, 0.05, 0.02)
+    long = theory.run_speedup(tokens, gamma, c, r, 10**6, 2.0, 0.5, 0.3, 0.05, 0.02)
+    assert long == pytest.approx(per_round, rel=1e-4)
+    short, longer_prompt = (theory.run_speedup(tokens, gamma, c, r, 10, p) for p in (2.0, 20.0))
+    assert 1 < longer_prompt < short < theory.round_speedup(tokens, gamma, c, r)
+    assert theory.run_speedup(tokens, gamma, c, r, 1, 2.0) == 1.0  # one token: the prompt's
+    for kwargs, name in (
+        ({"new_tokens": 0}, "new_tokens"),
+        ({"prefill": -1.0}, "prefill"),
+        ({"prefill": float("nan")}, "prefill"),
+        ({"start": float("inf")}, "start"),
+        ({"tokens": 0.5}, "tokens"),
+    ):
+        args = {"tokens": tokens, "new_tokens": 10, "prefill": 2.0} | kwargs
+        with pytest.raises(ValueError, match=name):
+            theory.run_speedup(gamma=gamma, c=c, verify_cost=r, **args)
+
+
 def test_depth_rates_count_each_depth_among_the_rounds_that_reached_it() -> None:
     """h(j): of the rounds that drafted a j-th token after keeping the j - 1 before it, the share
     that kept it. A round the budget cut short says nothing of the depths it did not draft."""

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specdec_lab import data, decoding, env, heads, models
+from specdec_lab import data, decoding, env, heads, models, theory
 from specdec_lab.__main__ import main
 from specdec_lab.data import MODELS_DIR
 from specdec_lab.engine import sessions
@@ -320,9 +320,11 @@ def test_bench_markdown_renders_a_saved_record(tmp_path, capsys) -> None:
 def test_bench_times_the_plans_choice_beside_its_prediction(tmp_path) -> None:
     """Each temperature's plan is a row of its own, after our other rows at that temperature: its
     drafter's chain at its γ, a token tree, or plain decoding. Its predicted column is the plan's
-    expected speedup, and the record keeps the plans."""
+    expected speedup (a chain's over a whole call of the bench's length, the prompt's forward
+    and the draft's start included), and the record keeps the plans."""
     pair = _tiny_pair()  # a perfect draft: every token accepted
-    costs = Costs((1.0, 1.1, 1.2, 1.3), {"draft model": 0.2}, 5.0)
+    start = {"draft model": 0.5}
+    costs = Costs((1.0, 1.1, 1.2, 1.3), {"draft model": 0.2}, 5.0, prefill=2.0, start=start)
     plans = {
         0.0: Plan("draft model", 2, 1.7, {"draft model": 1.0}, costs, 0.0),
         0.7: Plan(None, 0, 1.0, {"draft model": 0.1}, costs, 0.0),
@@ -336,10 +338,12 @@ def test_bench_times_the_plans_choice_beside_its_prediction(tmp_path) -> None:
         "planned: plain decoding T=0.7 (ours, lean)",
         "planned: draft model tree 2-1 T=1 (ours, lean)",
     ]
-    assert [r.predicted for r in planned] == [1.7, 1.0, 2.1]
+    call = plans[0.0].expected("draft model", 2, new_tokens=bench.QUICK.max_new_tokens)
+    assert call == theory.run_speedup(3.0, 2, 0.2, 1.2, 16, 2.0, 0.5)  # α = 1: 3 tokens a round
+    assert [r.predicted for r in planned] == [call, 1.0, 2.1]  # not the plan's 1.7 per round
     chain, plain, token_tree = planned
     assert chain.gamma == 2 and chain.tokens_per_call == 16 / math.ceil(16 / 3)
-    assert chain.mismatches == 0 and chain.ratio == chain.speedup / 1.7
+    assert chain.mismatches == 0 and chain.ratio == chain.speedup / call
     assert plain.tokens_per_call == 1.0 and plain.alpha is None and plain.temperature == 0.7
     assert token_tree.gamma is None and token_tree.tokens_per_call == 16 / math.ceil(16 / 3)
     for row in planned:
@@ -384,7 +388,14 @@ def test_bench_plans_the_dtype_and_runs_the_plan(capsys, monkeypatch, tmp_path) 
         (row,) = [
             r for r in saved["rows"] if r["kind"] == Kind.PLANNED and r["temperature"] == float(t)
         ]
-        assert row["predicted"] == planned["predicted"]
+        rebuilt = Plan(**{**planned, "costs": Costs(**planned["costs"])})
+        want = planned["predicted"]  # plain decoding's 1, or a tree's per round
+        if planned["drafter"] is not None and planned["tree"] is None:  # a chain: a whole call
+            want = rebuilt.expected(
+                planned["drafter"], planned["gamma"], new_tokens=bench.QUICK.max_new_tokens
+            )
+            assert want < planned["predicted"]  # the prompt's forward is paid by both
+        assert row["predicted"] == pytest.approx(want)
         assert row["method"].startswith(f"planned: {planned['drafter'] or 'plain decoding'}")
     assert main([*argv, "--no-plan", "--out", str(out_json)]) == 0
     assert "plan," not in capsys.readouterr().out

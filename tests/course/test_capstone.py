@@ -632,8 +632,11 @@ def test_arm_costs_come_from_the_plans_instrument(monkeypatch) -> None:  # timin
     seen = []
     real = plan.measure_costs
     monkeypatch.setattr(plan, "measure_costs", lambda *a, **k: seen.append(k) or real(*a, **k))
-    curve, c, first = capstone.arm_costs(pair, pair.encode("def f(x):\n"), repeats=2, max_tokens=4)
+    curve, c, first, call = capstone.arm_costs(
+        pair, pair.encode("def f(x):\n"), repeats=2, max_tokens=4
+    )
     assert len(seen) == 1 and seen[0]["clock"] is time.perf_counter
     assert len(curve) == 4 and curve[0] == 1.0
     assert all(r > 0 for r in curve) and 0 < c < 1  # the embedded draft is smaller than its target
     assert first >= c  # the fastest first step of a round is one of the steps c is the fastest of
+    assert set(call) == {"prefill", "start", "t1_ms"} and min(call.values()) > 0

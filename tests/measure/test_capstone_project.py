@@ -108,6 +108,32 @@ def test_measure_arm_plans_and_reports_what_it_ran(table) -> None:
     assert before["prompt_examined"] != after["prompt_examined"]
     text = capstone.project_table(table)
     assert "gamma (the change)" in text and f"{after['measured_pooled']:.2f}x" in text
+    assert "predicted, a whole call  " in text and f"{after['predicted_call']:.2f}x" in text
+
+
+def test_a_report_predicts_a_whole_call_from_what_it_measured(table) -> None:
+    """ "predicted_call": the plan's γ over a whole call of the arm's tokens, the prompt's
+    forward and the draft's start included (`theory.run_speedup`), every input measured: a
+    report whose whole-call figure does not follow from its inputs is refused."""
+    for rep in (table["before"], table["after"]):
+        call = rep["call"]
+        assert call["new_tokens"] == N_NEW and call["prefill"] > 0 and call["start"] > 0
+        assert call["loop"] >= 0 and call["plain_loop"] >= 0
+        want = theory.run_speedup(
+            *(theory.expected_tokens(rep["alpha"], rep["gamma"]), rep["gamma"], rep["c"]),
+            *(rep["verify_curve"][rep["gamma"]], N_NEW, call["prefill"], call["start"]),
+            *(rep["first"], call["loop"], call["plain_loop"]),
+        )
+        assert rep["predicted_call"] == pytest.approx(want)
+        assert "a whole call of 12 tokens" in checks.check_report(rep)
+        for edited in (
+            dict(rep, predicted_call=rep["predicted_call"] * 1.1),
+            dict(rep, call=dict(call, prefill=call["prefill"] * 3)),
+        ):
+            with pytest.raises(nb07.ReportError, match="whole call"):
+                checks.check_report(edited)
+        without = {k: v for k, v in rep.items() if k not in ("call", "predicted_call")}
+        assert "whole call" not in checks.check_report(without)  # a report made before it
 
 
 def test_a_planned_arm_takes_the_best_gamma_of_its_own_measurement() -> None:
@@ -169,6 +195,10 @@ def test_a_table_whose_numbers_were_not_measured_is_refused(table, rerun_as_tabl
         theory.speedup(a / e, gamma, c, r, rep["first"])
         for a, e in zip(rep["prompt_accepted"], rep["prompt_examined"], strict=True)
     ]
+    curve = rep["verify_curve"]
+    rep["predicted_call"] = capstone.call_speedup(
+        rep["alpha"], 4, c, curve, rep["first"], rep["call"]
+    )
     refused(typed, "were not measured")
     # The after arm relabelled: before's measurement under after's settings.
     relabelled = copy.deepcopy(table)

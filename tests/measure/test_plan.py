@@ -39,9 +39,13 @@ def test_the_plan_follows_from_what_it_measured(micro) -> None:
     )  # the same work, and a sleep no clock can shorten
     assert p.rates["itself"] == (1.0,) * 4  # every depth of the probe's γ = 4 kept
     assert set(p.costs.first) == set(p.costs.c) and p.costs.first["slow"] > 2
+    # a call's start: both draft models read the prompt themselves; the sleep is in slow's too
+    assert p.costs.prefill > 0 and set(p.costs.start) == {"itself", "slow"}
+    assert p.costs.start["slow"] > 2
     best = {
         n: theory.best_gamma(
-            p.alpha[n], p.costs.c[n], p.costs.verify_cost, p.costs.first[n], p.rates[n]
+            *(p.alpha[n], p.costs.c[n], p.costs.verify_cost, p.costs.first[n], p.rates[n]),
+            *(p.loop[n], p.plain_loop),
         )
         for n in p.alpha
     }
@@ -96,6 +100,22 @@ def test_expected_takes_another_alpha_and_stops_at_the_measured_r(micro) -> None
     assert p.expected("d", 2, alpha=0.5) == theory.speedup(0.5, 2, 0.1, 1.2)
     assert p.expected("d", 2, alpha=0.5) < p.expected("d", 2)
     assert p.expected("d", 3) is None  # r(4) was not measured
+
+
+def test_expected_over_a_whole_call_charges_its_start() -> None:
+    """With `new_tokens`, a call of so many tokens, the prompt's forward and (a draft model's)
+    start included: `theory.run_speedup` on the plan's own costs; a head, with no start, has
+    its first token from the prompt's forward alone."""
+    costs = plan.Costs((1.0, 1.1, 1.2), {"d": 0.1, "h": 0.1}, 40.0, prefill=3.0, start={"d": 0.6})
+    p = plan.Plan("d", 2, 1.5, {"d": 0.8, "h": 0.8}, costs, 0.0, loop={"d": 0.05})
+    tokens = theory.expected_tokens(0.8, 2)
+    want = theory.run_speedup(tokens, 2, 0.1, 1.2, 48, 3.0, 0.6, loop=0.05)
+    assert p.expected("d", 2, new_tokens=48) == pytest.approx(want)
+    assert p.expected("h", 2, new_tokens=48) == pytest.approx(
+        theory.run_speedup(tokens, 2, 0.1, 1.2, 48, 3.0)
+    )
+    assert p.expected("d", 2, new_tokens=48) < p.expected("d", 2)  # the start is paid once
+    assert p.expected("d", 3, new_tokens=48) is None
 
 
 def test_a_tree_is_probed_and_weighed_against_every_chain(micro, monkeypatch) -> None:
@@ -176,7 +196,11 @@ def test_a_measured_r_below_one_is_re_timed_and_said(micro, monkeypatch, capsys)
     def fake(setups, ks, repeats=5, *args, **kwargs):
         calls.append(repeats)
         return {
-            key: {"t": {k: 1.0 if k == 1 else 0.9 for k in ks}, "step": dict.fromkeys(s.steps, 0.1)}
+            key: {
+                "t": {k: 1.0 if k == 1 else 0.9 for k in ks},
+                "step": dict.fromkeys(s.steps, 0.1),
+                "prefill": 2.0,
+            }
             for key, s in setups.items()
         }
 

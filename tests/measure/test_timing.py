@@ -4,6 +4,8 @@ A counting clock stands in for time, so nothing here depends on the machine's sp
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 from types import SimpleNamespace
 
@@ -129,7 +131,7 @@ class _Recorder:
 def test_loop_costs_runs_the_forwards_in_the_loops_order() -> None:
     """Each round: plain decoding's one-token forwards in a row (t(1) never read right after a
     larger forward), then per k the draft's k - 1 one-token steps and the target's k-token
-    verify, as speculative decoding runs them."""
+    verify, as speculative decoding runs them; last, a call's start: the prompt's forward."""
     log: list = []
     target, draft = _Recorder("p", log), _Recorder("q", log)
     built = timing.session_setup(target, {"q": draft}, prefix=4, max_k=3)
@@ -138,8 +140,9 @@ def test_loop_costs_runs_the_forwards_in_the_loops_order() -> None:
     out = timing.loop_costs(
         {None: built}, [1, 3], repeats=1, warmups=0, plain=3, clock=lambda: next(ticks)
     )
-    assert log == [("p", 1), ("p", 1), ("p", 1), ("q", 1), ("q", 1), ("p", 3)]
+    assert log == [("p", 1), ("p", 1), ("p", 1), ("q", 1), ("q", 1), ("p", 3), ("p", 4)]
     assert set(out[None]["t"]) == {1, 3} and set(out[None]["step"]) == {"q"}
+    assert out[None]["prefill"] == 1 and out[None]["start"] == {}  # one tick per forward
     with pytest.raises(ValueError, match="repeats"):
         timing.loop_costs({None: built}, [1], repeats=0)
 
@@ -175,8 +178,35 @@ def test_loop_costs_of_a_target_alone_times_its_forwards() -> None:
     out = timing.loop_costs(
         {None: built}, [1, 2, 3], repeats=1, warmups=0, plain=2, clock=lambda: next(ticks)
     )
-    assert log == [("p", 1), ("p", 1), ("p", 2), ("p", 3)]
+    assert log == [("p", 1), ("p", 1), ("p", 2), ("p", 3), ("p", 4)]
     assert set(out[None]["t"]) == {1, 2, 3} and out[None]["step"] == {}
+
+
+def test_loop_costs_times_a_calls_start_from_an_empty_cache() -> None:
+    """A call's start: the target's forward over the whole prompt, then each drafter's start
+    (`Setup.starts`, a draft model reading the prompt itself) after rolling it back to empty;
+    both the fastest of their rounds, on the clock each forward advances by its tokens."""
+    log: list = []
+    elapsed = [0]
+
+    class Costed(_Recorder):
+        def logits(self, ids, last=None):
+            before = self.cached
+            out = super().logits(ids, last)
+            elapsed[0] += (ids.shape[0] - before) * (10 if self.name == "p" else 1)
+            return out
+
+    target, draft = Costed("p", log), Costed("q", log)
+    built = timing.session_setup(target, {"q": draft}, prefix=4, max_k=3)
+    start = (functools.partial(draft.logits, built.longer[:4]), functools.partial(draft.crop, 0))
+    built = dataclasses.replace(built, starts={"q": start})
+    log.clear()
+    out = timing.loop_costs(
+        {None: built}, [1, 2], repeats=2, warmups=0, plain=2, clock=lambda: elapsed[0]
+    )
+    assert log[-2:] == [("p", 4), ("q", 4)]  # the prompt's forward, then the draft's over it
+    assert out[None]["prefill"] == 40 and out[None]["start"] == {"q": 4}
+    assert out[None]["t"] == {1: 10, 2: 20} and out[None]["step"] == {"q": 1}
 
 
 @pytest.mark.parametrize(

@@ -644,6 +644,14 @@ def test_model_card_smollm2_head_section() -> None:
 
 # ---------------------------------------------------------------------------- the formula sheet
 def test_formula_sheet_examples_are_the_packages() -> None:
+    e = theory.expected_tokens(0.8, 4)
+    says(
+        FORMULAS,
+        f"α = 0.8, γ = 4, c = 0.1, r = 1.2 gives {theory.round_speedup(e, 4, 0.1, 1.2):.2f}x per "
+        f"round; a call of 64 tokens with P = 3 gives {theory.run_speedup(e, 4, 0.1, 1.2, 64, 3.0):.2f}x "
+        f"with a head and {theory.run_speedup(e, 4, 0.1, 1.2, 64, 3.0, 0.4):.2f}x with a draft model "
+        f"of S = 0.4, and a call of 16 tokens {theory.run_speedup(e, 4, 0.1, 1.2, 16, 3.0, 0.4):.2f}x",
+    )
     says(FORMULAS, f"α = 0.8, γ = 4 gives {theory.expected_tokens(0.8, 4):.2f} tokens per call")
     says(
         FORMULAS,

@@ -388,6 +388,30 @@ def _checked_clock(rep: dict[str, Any], want: dict) -> tuple[float, str]:
     return pooled, where
 
 
+def _checked_call(rep: dict[str, Any], want: dict, alpha: float) -> str:
+    """A report's whole-call prediction, where it has one, follows from the plan's γ, the costs
+    and what a call pays around its rounds: the clause the summary line gains ("" if none)."""
+    if "call" not in rep:
+        return ""
+    call = rep["call"]
+    _need(
+        set(capstone.CALL_KEYS) <= set(call),
+        f"call holds {', '.join(capstone.CALL_KEYS)}",
+    )
+    gamma = want["gamma"]
+    own = capstone.call_speedup(alpha, gamma, rep["c"], rep["verify_curve"], rep.get("first"), call)
+    _need(
+        _close(rep["predicted_call"], own),
+        f"a whole call of {call['new_tokens']} tokens at γ = {gamma} is predicted {own:.4f}x "
+        f"(the prompt's forward {call['prefill']:.3f}, the draft's {call['start']:.3f}), not "
+        f"{rep['predicted_call']}",
+    )
+    return (
+        f"; a whole call of {call['new_tokens']} tokens (the prompt's forward and the draft's "
+        f"start included) predicted {own:.2f}x, measured {rep['measured_pooled'] / own:.2f} of it"
+    )
+
+
 def check_report(rep: dict[str, Any]) -> str:
     """Validate a capstone report's arithmetic (α̂ and its SE across prompts from the counts; γ and
     the predicted interval from them; the speedups and the verdict from the seconds); return its
@@ -395,6 +419,7 @@ def check_report(rep: dict[str, Any]) -> str:
     alpha, se, binomial = _checked_alpha(rep)
     want = _checked_plan(rep, alpha, se, binomial)
     pooled, where = _checked_clock(rep, want)
+    whole_call = _checked_call(rep, want, alpha)
     n, gamma = len(rep["prompt_examined"]), want["gamma"]
     cold = "" if rep.get("first") is None else f" (a round's first step {rep['first']:.3f})"
     return (
@@ -403,7 +428,7 @@ def check_report(rep: dict[str, Any]) -> str:
         f"c = {rep['c']:.3f}{cold}, γ = {gamma} (r = {rep['verify_curve'][gamma]:.2f}): predicted "
         f"{rep['predicted']:.2f}x ({rep['predicted_low']:.2f}–{rep['predicted_high']:.2f} at "
         f"α̂ ± 2 SE), measured {pooled:.2f}x pooled over {n} prompts (each the fastest of "
-        f"{rep['rounds']} rounds): {where} the predicted interval"
+        f"{rep['rounds']} rounds): {where} the predicted interval{whole_call}"
     )
 
 
