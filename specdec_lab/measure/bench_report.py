@@ -65,15 +65,16 @@ verification); loop: everything else (acceptance rule, bookkeeping).
 c and verify are measured inside the decoding loop: c = time per draft forward / time per
 target forward in autoregressive decoding on the same runtime; verify = time per target
 forward over γ+1 tokens / the same (each call's first forward, over its prompt, spread
-over its forwards: fewer in speculative decoding, so verify reads high). predicted = (1-α^(γ+1))/((1-α)(γc+1)) (Leviathan et
-al.); pred+verify replaces the paper's free verification (the +1) by the measured verify
-cost. Speedups are over our autoregressive decoding on the first runtime at the same
-temperature. repeated 4-grams: median over outputs of the fraction of 4-grams that repeat
-an earlier one. differ: greedy outputs (prompts x repeats) not equal to autoregressive
-decoding's. planned: the course's own plan (measure.plan), made before the bench (α probed
-on every prompt, c and r(k) timed on the first); its predicted is the plan's expected
-speedup of a whole call, the prompt's forward and the drafter's start included. lean = our forward with a preallocated KV cache (engine.llama); hf =
-transformers' eager forward with a DynamicCache.""".splitlines()
+over its forwards: fewer in speculative decoding, so verify reads high). predicted =
+(1-α^(γ+1))/((1-α)(γc+1)) (Leviathan et al.); pred+verify replaces the paper's free
+verification (the +1) by the measured verify cost. Speedups are over our autoregressive
+decoding on the first runtime at the same temperature. repeated 4-grams: median over
+outputs of the fraction of 4-grams that repeat an earlier one. differ: greedy outputs
+(prompts x repeats) not equal to autoregressive decoding's. planned: the course's own plan
+(measure.plan), made before the bench (α probed on every prompt, c and r(k) timed on the
+first); its predicted is the plan's expected speedup of a whole call, the prompt's forward
+and the drafter's start included. lean = our forward with a preallocated KV cache
+(engine.llama); hf = transformers' eager forward with a DynamicCache.""".splitlines()
 
 
 def format_table(rows: list[Row], costs: dict[str, dict[str, float]]) -> str:

@@ -620,7 +620,7 @@ def measure_arm(
         for i, x in enumerate(ids)
     ]
     per_prompt = [run.stats for run in probes]
-    curve, c, first, start = arm_costs(pair, ids[0], clock, runtime=arm.runtime)
+    curve, c, first, opening = arm_costs(pair, ids[0], clock, runtime=arm.runtime)
     alpha = decoding.GenerationStats.merge(per_prompt).acceptance_rate
     plan = best_plan(alpha, prompt_se(per_prompt), c, curve, first, gamma or fixed)
     runs, secs = timing.timed_runs(
@@ -637,10 +637,10 @@ def measure_arm(
     device = str(info.get("gpu") or f"{info['device']} ({info['cpu']})")
     plain_runs = decoding.GenerationStats.merge([run.stats for run in runs["arm", None]])
     call = {  # the loops' own work: the probes' per round, the timed plain runs' per token
-        "prefill": start["prefill"],
-        "start": start["start"],
-        "loop": planner.loop_share(decoding.GenerationStats.merge(per_prompt), start["t1_ms"]),
-        "plain_loop": planner.loop_share(plain_runs, start["t1_ms"]),
+        "prefill": opening["prefill"],
+        "start": opening["start"],
+        "loop": planner.loop_share(decoding.GenerationStats.merge(per_prompt), opening["t1_ms"]),
+        "plain_loop": planner.loop_share(plain_runs, opening["t1_ms"]),
         "new_tokens": n_new,
     }
     rep = report(

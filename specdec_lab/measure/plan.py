@@ -160,11 +160,11 @@ class Plan:
                 if len(rates) > 1
                 else ""
             )
-            loop = f", loop {self.loop[name]:.3f} a round" if name in self.loop else ""
+            extra = f", loop {self.loop[name]:.3f} a round" if name in self.loop else ""
             if name in self.costs.start:
-                loop += f", its forward over the prompt {self.costs.start[name]:.2f}"
+                extra += f", its forward over the prompt {self.costs.start[name]:.2f}"
             lines.append(
-                f"  {name}: α ≈ {alpha:.2f} (probe){depths}, c = {c:.3f}{cold}{loop}"
+                f"  {name}: α ≈ {alpha:.2f} (probe){depths}, c = {c:.3f}{cold}{extra}"
                 f" -> best γ = {gamma}, expected {gain:.2f}x"
             )
         how = f"γ = {self.gamma}" if self.tree is None else f"as the token tree {self.tree}"
