@@ -45,6 +45,26 @@ def speedup(
     return round_speedup(expected_tokens(alpha, gamma), gamma, c, verify_cost, first)
 
 
+def _check_cost(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and 0 <= value < math.inf):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _round_cost(
+    gamma: int, c: float, verify_cost: float, first: float | None, loop: float
+) -> float:
+    """A round's cost in one-token target forwards: first + (γ − 1)c + verify_cost + loop
+    (first None: c; no draft, no drafting step)."""
+    _check(0.0, gamma, c)
+    if not (isinstance(verify_cost, (int, float)) and 0 < verify_cost < math.inf):
+        raise ValueError(f"verify_cost must be a finite number > 0, got {verify_cost!r}")
+    if first is not None and not (isinstance(first, (int, float)) and 0 <= first < math.inf):
+        raise ValueError(f"first must be a finite number >= 0 or None, got {first!r}")
+    _check_cost("loop", loop)
+    cold = first - c if first is not None and gamma > 0 else 0.0  # paid once per round
+    return gamma * c + cold + verify_cost + loop
+
+
 def round_speedup(
     tokens: float,
     gamma: int,
@@ -61,16 +81,9 @@ def round_speedup(
     the acceptance rule, bookkeeping), in one-token target forwards: the speculative loop's per
     round, plain decoding's per token (`plan.loop_share` measures both). With them a round
     costs first + (γ − 1)c + verify_cost + loop against tokens · (1 + plain_loop)."""
-    _check(0.0, gamma, c)
-    if not (isinstance(verify_cost, (int, float)) and 0 < verify_cost < math.inf):
-        raise ValueError(f"verify_cost must be a finite number > 0, got {verify_cost!r}")
-    if first is not None and not (isinstance(first, (int, float)) and 0 <= first < math.inf):
-        raise ValueError(f"first must be a finite number >= 0 or None, got {first!r}")
-    for name, value in (("loop", loop), ("plain_loop", plain_loop)):
-        if not (isinstance(value, (int, float)) and 0 <= value < math.inf):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    cold = first - c if first is not None and gamma > 0 else 0.0  # paid once per round
-    return tokens * (1 + plain_loop) / (gamma * c + cold + verify_cost + loop)
+    cost = _round_cost(gamma, c, verify_cost, first, loop)
+    _check_cost("plain_loop", plain_loop)
+    return tokens * (1 + plain_loop) / cost
 
 
 def run_speedup(
@@ -94,25 +107,26 @@ def run_speedup(
     yields the first token, then rounds yield the rest, tokens per round each, at
     R = first + (γ − 1)c + verify_cost + loop. Where the drafter reads the prompt itself (a draft
     model: `start` is its forward over the prompt, which drafts the first token), the first
-    round verifies inside the prompt's forward: prefill + start + (γ − 1)c, then rounds for the
-    tokens left after the first round's."""
-    _check(0.0, gamma, c)
+    round verifies inside the prompt's forward: prefill + start + (γ − 1)c (γ capped, as the
+    loop caps it, at new_tokens − 1), then rounds for the tokens left after the first round's.
+    A one-token call is the prompt's forward alone in both: 1.0."""
     if not isinstance(new_tokens, int) or new_tokens < 1:
         raise ValueError(f"new_tokens must be a positive integer, got {new_tokens!r}")
-    for name, value in (("prefill", prefill), ("start", 0.0 if start is None else start)):
-        if not (isinstance(value, (int, float)) and 0 <= value < math.inf):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    _check_cost("prefill", prefill)
+    if start is not None:
+        _check_cost("start", start)
     if not (isinstance(tokens, (int, float)) and 1 <= tokens < math.inf):
         raise ValueError(f"tokens must be a finite number >= 1 (tokens per round), got {tokens!r}")
-    per_round = round_speedup(tokens, gamma, c, verify_cost, first, loop, plain_loop)
-    round_cost = tokens * (1 + plain_loop) / per_round  # R, from round_speedup's own checks
+    rounds = _round_cost(gamma, c, verify_cost, first, loop) / tokens  # per token after the first
+    _check_cost("plain_loop", plain_loop)
+    if new_tokens == 1:  # the prompt's forward alone: a one-token call drafts nothing
+        return 1.0
     plain = prefill + (new_tokens - 1) * (1 + plain_loop)
     if start is None:
-        spec = prefill + (new_tokens - 1) / tokens * round_cost
-    else:
-        opening = prefill + start + max(gamma - 1, 0) * c  # the first round, on the prompt
-        spec = opening + max(new_tokens - tokens, 0.0) / tokens * round_cost
-    return plain / spec
+        return plain / (prefill + (new_tokens - 1) * rounds)
+    drafted = min(gamma, new_tokens - 1)  # the loop's cap on a round's drafts
+    opening = prefill + start + max(drafted - 1, 0) * c  # round 1, verified on the prompt
+    return plain / (opening + max(new_tokens - tokens, 0.0) * rounds)
 
 
 def depth_rates(accepted: Sequence[int], gammas: Sequence[int]) -> tuple[float, ...]:

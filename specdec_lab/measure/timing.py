@@ -437,13 +437,13 @@ def loop_costs(
                         best["first"][name] = min(best["first"][name], t)
             s.target.crop(0)  # a call's start: the prompt's forward, then each drafter's
             t = timed(functools.partial(s.target.logits, s.longer[: s.prefix]))
-            for name, (call, rollback) in s.starts.items():
-                rollback()
-                started = timed(call)
-                if counts:
-                    best["start"][name] = min(best["start"][name], started)
             if counts:
                 best["prefill"] = min(best["prefill"], t)
+            for name, (call, rollback) in s.starts.items():
+                rollback()
+                t = timed(call)
+                if counts:
+                    best["start"][name] = min(best["start"][name], t)
             s.target.crop(s.prefix)
     return out
 

@@ -87,7 +87,11 @@ def test_a_whole_call_pays_the_prompts_forward_and_the_drafters_start() -> None:
     assert long == pytest.approx(per_round, rel=1e-4)
     short, longer_prompt = (theory.run_speedup(tokens, gamma, c, r, 10, p) for p in (2.0, 20.0))
     assert 1 < longer_prompt < short < theory.round_speedup(tokens, gamma, c, r)
-    assert theory.run_speedup(tokens, gamma, c, r, 1, 2.0) == 1.0  # one token: the prompt's
+    for start in (None, 0.5):  # one token: the prompt's forward alone, no draft, no start
+        assert theory.run_speedup(tokens, gamma, c, r, 1, 2.0, start) == 1.0
+    # two tokens: the loop drafts one, so the first round pays no (γ - 1)c
+    two = theory.run_speedup(tokens, 4, c, r, 2, 2.0, start=0.5)
+    assert two == pytest.approx((2 + 1) / (2 + 0.5))
     for kwargs, name in (
         ({"new_tokens": 0}, "new_tokens"),
         ({"prefill": -1.0}, "prefill"),

@@ -132,6 +132,9 @@ def test_a_report_predicts_a_whole_call_from_what_it_measured(table) -> None:
         ):
             with pytest.raises(nb07.ReportError, match="whole call"):
                 checks.check_report(edited)
+        partial = dict(rep, call={k: v for k, v in call.items() if k != "loop"})
+        with pytest.raises(nb07.ReportError, match="'call' lacks loop"):
+            checks.check_report(partial)
         without = {k: v for k, v in rep.items() if k not in ("call", "predicted_call")}
         assert "whole call" not in checks.check_report(without)  # a report made before it
 
